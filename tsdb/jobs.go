@@ -1,0 +1,173 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Summary describes one job for listings.
+type Summary struct {
+	ID      string
+	FirstMs int64 // first sample or task start
+	LastMs  int64 // last sample or job event
+	Tasks   int
+	// Per resource present, in Resources order.
+	Resources []ResourceSummary
+}
+
+// ResourceSummary is the sample count and high-water mark of a resource.
+type ResourceSummary struct {
+	Resource Resource
+	Samples  int
+	PeakMs   int64
+	Peak     float64
+}
+
+// JobIDs lists the ids of every stored job, sorted.
+func (s *Store) JobIDs(ctx context.Context) ([]string, error) {
+	q, err := s.db.Querier(minTime, maxTime)
+	if err != nil {
+		return nil, fmt.Errorf("open querier: %w", err)
+	}
+	defer q.Close()
+	ids, _, err := q.LabelValues(ctx, LabelJob, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list job ids: %w", err)
+	}
+	return ids, nil
+}
+
+// Summaries returns a summary of every job. Summaries are cached per job
+// and recomputed after the job changes.
+func (s *Store) Summaries(ctx context.Context) ([]Summary, error) {
+	ids, err := s.JobIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Summary, 0, len(ids))
+	for _, id := range ids {
+		sum, err := s.Summary(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
+// Summary returns the summary of one job.
+func (s *Store) Summary(ctx context.Context, jobID string) (Summary, error) {
+	sum, gen, ok := s.summaries.get(jobID)
+	if ok {
+		return sum, nil
+	}
+	job, err := s.ReadJob(ctx, jobID, minTime, maxTime)
+	if err != nil {
+		return Summary{}, err
+	}
+	sum = Summarize(job)
+	s.summaries.put(jobID, sum, gen)
+	return sum, nil
+}
+
+// Summarize computes the summary of a job read in full.
+func Summarize(job *Job) Summary {
+	sum := Summary{ID: job.ID, FirstMs: math.MaxInt64, LastMs: math.MinInt64, Tasks: len(job.Tasks)}
+	for _, t := range job.Tasks {
+		sum.FirstMs = min(sum.FirstMs, t.StartMs)
+		sum.LastMs = max(sum.LastMs, t.EndMs)
+	}
+	if job.LastEvent != nil {
+		sum.LastMs = max(sum.LastMs, job.LastEvent.TimeMs)
+	}
+	for _, c := range job.Columns {
+		rs := ResourceSummary{Resource: c.Resource, Samples: len(c.Ts), Peak: math.Inf(-1)}
+		for i, v := range c.Vs {
+			if v > rs.Peak {
+				rs.Peak, rs.PeakMs = v, c.Ts[i]
+			}
+		}
+		if len(c.Ts) > 0 {
+			sum.FirstMs = min(sum.FirstMs, c.Ts[0])
+			sum.LastMs = max(sum.LastMs, c.Ts[len(c.Ts)-1])
+		}
+		sum.Resources = append(sum.Resources, rs)
+	}
+	if sum.FirstMs == math.MaxInt64 {
+		sum.FirstMs, sum.LastMs = 0, 0
+	}
+	return sum
+}
+
+// Delete removes every series of a job. It returns ErrJobNotFound when the
+// job has none.
+func (s *Store) Delete(ctx context.Context, jobID string) error {
+	unlock := s.lockJob(jobID)
+	defer unlock()
+	defer s.summaries.drop(jobID)
+	q, err := s.db.Querier(minTime, maxTime)
+	if err != nil {
+		return fmt.Errorf("open querier: %w", err)
+	}
+	m := labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID)
+	set := q.Select(ctx, false, nil, m)
+	found := set.Next()
+	err = set.Err()
+	q.Close()
+	if err != nil {
+		return fmt.Errorf("look up job %q: %w", jobID, err)
+	}
+	if !found {
+		return fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
+	}
+	if err := s.db.Delete(ctx, minTime, maxTime, m); err != nil {
+		return fmt.Errorf("delete job %q: %w", jobID, err)
+	}
+	// Head tombstones would also hide samples of a later re-import in the
+	// deleted time range, and do not reach out-of-order head chunks: move
+	// the head into blocks and rewrite them without the job.
+	if err := s.Compact(ctx); err != nil {
+		return fmt.Errorf("delete job %q: %w", jobID, err)
+	}
+	if err := s.db.CleanTombstones(); err != nil {
+		return fmt.Errorf("delete job %q: clean tombstones: %w", jobID, err)
+	}
+	return nil
+}
+
+// summaryCache keeps job summaries until the job is written or deleted.
+// A generation counter stops a summary computed before a write from being
+// cached after it.
+type summaryCache struct {
+	mu  sync.Mutex
+	m   map[string]Summary
+	gen uint64
+}
+
+func (c *summaryCache) init() { c.m = map[string]Summary{} }
+
+func (c *summaryCache) get(id string) (Summary, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[id]
+	return s, c.gen, ok
+}
+
+func (c *summaryCache) put(id string, s Summary, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == c.gen {
+		c.m[id] = s
+	}
+}
+
+func (c *summaryCache) drop(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.m, id)
+}

@@ -1,0 +1,238 @@
+package tsdb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// Job is one job read from the store: its tasks in start order and, per
+// resource present, the samples in time order, each tied to its task.
+type Job struct {
+	ID        string
+	Tasks     []Task // ordered by start, then counter; EndMs filled in
+	LastEvent *Event // the newest job event seen, if any
+	Columns   []Column
+}
+
+// Column holds the samples of one resource as parallel slices.
+type Column struct {
+	Resource Resource
+	Ts       []int64   // unix ms, strictly increasing
+	Vs       []float64 // in Resource.Unit
+	Task     []int32   // index into Job.Tasks of the task each sample belongs to
+}
+
+// ReadJob reads a job's samples in [fromMs, toMs] (inclusive) and all its
+// tasks. Task ends come from the next task's start, or for the last task
+// from the newest of the job's last event and its last sample. When two
+// series of one resource hold a sample at the same millisecond, the one of
+// the later task is kept so that times strictly increase.
+func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (*Job, error) {
+	q, err := s.db.Querier(minTime, maxTime)
+	if err != nil {
+		return nil, fmt.Errorf("open querier: %w", err)
+	}
+	defer q.Close()
+	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID))
+
+	job := &Job{ID: jobID}
+	tasks := map[taskKey]*taskAcc{}
+	getTask := func(k taskKey, name string) *taskAcc {
+		t := tasks[k]
+		if t == nil {
+			t = &taskAcc{Task: Task{Counter: k.counter, UUID: k.uuid, Name: name, StartMs: maxTime, EndMs: minTime}, firstSample: maxTime}
+			tasks[k] = t
+		}
+		return t
+	}
+	type run struct {
+		key taskKey
+		ts  []int64
+		vs  []float64
+	}
+	runs := make([][]run, len(Resources))
+	found := false
+	for set.Next() {
+		found = true
+		ls := set.At().Labels()
+		metric := ls.Get(labels.MetricName)
+		it := set.At().Iterator(nil)
+		switch ri := metricIndex(metric); {
+		case metric == MetricLastEvent:
+			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+				if vt != chunkenc.ValFloat {
+					continue
+				}
+				t, v := it.At()
+				if job.LastEvent == nil || t >= job.LastEvent.TimeMs {
+					job.LastEvent = &Event{Counter: int64(v), TimeMs: t}
+				}
+			}
+		case metric == MetricTaskStart:
+			k, err := keyOf(ls)
+			if err != nil {
+				return nil, err
+			}
+			task := getTask(k, ls.Get(LabelTask))
+			if it.Next() == chunkenc.ValFloat {
+				t, _ := it.At()
+				task.StartMs = min(task.StartMs, t)
+				task.recorded = true
+			}
+		case ri >= 0:
+			k, err := keyOf(ls)
+			if err != nil {
+				return nil, err
+			}
+			task := getTask(k, ls.Get(LabelTask))
+			var r run
+			r.key = k
+			for vt := it.Seek(fromMs); vt != chunkenc.ValNone; vt = it.Next() {
+				if vt != chunkenc.ValFloat {
+					continue
+				}
+				t, v := it.At()
+				if t > toMs {
+					break
+				}
+				r.ts = append(r.ts, t)
+				r.vs = append(r.vs, v)
+			}
+			// The task's own sample span, over all time, decides its start
+			// when no task record exists and its end when it is the last.
+			first, last, err := seriesSpan(set.At().Iterator(nil))
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", ls, err)
+			}
+			task.firstSample = min(task.firstSample, first)
+			task.EndMs = max(task.EndMs, last)
+			if len(r.ts) > 0 {
+				runs[ri] = append(runs[ri], r)
+			}
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read %s: %w", ls, err)
+		}
+	}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("read job %q: %w", jobID, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
+	}
+
+	job.Tasks = orderTasks(tasks, job.LastEvent)
+	index := make(map[taskKey]int32, len(job.Tasks))
+	for i, t := range job.Tasks {
+		index[taskKey{t.Counter, t.UUID}] = int32(i)
+	}
+	for ri, rs := range runs {
+		if len(rs) == 0 {
+			continue
+		}
+		col := Column{Resource: Resources[ri]}
+		n := 0
+		for _, r := range rs {
+			n += len(r.ts)
+		}
+		col.Ts = make([]int64, 0, n)
+		col.Vs = make([]float64, 0, n)
+		col.Task = make([]int32, 0, n)
+		for _, r := range rs {
+			ti := index[r.key]
+			col.Ts = append(col.Ts, r.ts...)
+			col.Vs = append(col.Vs, r.vs...)
+			for range r.ts {
+				col.Task = append(col.Task, ti)
+			}
+		}
+		sortColumn(&col)
+		job.Columns = append(job.Columns, col)
+	}
+	return job, nil
+}
+
+// taskAcc gathers a task while its series are read.
+type taskAcc struct {
+	Task
+	recorded    bool  // a task-start record exists; else the first sample is the start
+	firstSample int64 // earliest sample of any resource
+}
+
+// seriesSpan returns the first and last sample time of a series.
+func seriesSpan(it chunkenc.Iterator) (first, last int64, err error) {
+	first, last = maxTime, minTime
+	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+		t := it.AtT()
+		first = min(first, t)
+		last = max(last, t)
+	}
+	return first, last, it.Err()
+}
+
+// orderTasks sorts tasks by start (then counter, then uuid) and sets each
+// end to the next task's start; the last task ends at the newest of its
+// last sample and the job's last event.
+func orderTasks(m map[taskKey]*taskAcc, last *Event) []Task {
+	out := make([]Task, 0, len(m))
+	for _, t := range m {
+		if !t.recorded {
+			t.StartMs = t.firstSample
+		}
+		out = append(out, t.Task)
+	}
+	slices.SortFunc(out, func(a, b Task) int {
+		return cmp.Or(cmp.Compare(a.StartMs, b.StartMs), cmp.Compare(a.Counter, b.Counter), cmp.Compare(a.UUID, b.UUID))
+	})
+	for i := range out {
+		if i+1 < len(out) {
+			out[i].EndMs = out[i+1].StartMs
+			continue
+		}
+		if last != nil {
+			out[i].EndMs = max(out[i].EndMs, last.TimeMs)
+		}
+		out[i].EndMs = max(out[i].EndMs, out[i].StartMs)
+	}
+	return out
+}
+
+// sortColumn orders a column by time when its runs interleave, and drops
+// all but the last of samples sharing a millisecond.
+func sortColumn(c *Column) {
+	sorted := true
+	for i := 1; i < len(c.Ts); i++ {
+		if c.Ts[i] <= c.Ts[i-1] {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return
+	}
+	perm := make([]int32, len(c.Ts))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortStableFunc(perm, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(c.Ts[a], c.Ts[b]), cmp.Compare(c.Task[a], c.Task[b]))
+	})
+	ts := make([]int64, 0, len(perm))
+	vs := make([]float64, 0, len(perm))
+	task := make([]int32, 0, len(perm))
+	for _, p := range perm {
+		if n := len(ts); n > 0 && ts[n-1] == c.Ts[p] {
+			vs[n-1], task[n-1] = c.Vs[p], c.Task[p]
+			continue
+		}
+		ts = append(ts, c.Ts[p])
+		vs = append(vs, c.Vs[p])
+		task = append(task, c.Task[p])
+	}
+	c.Ts, c.Vs, c.Task = ts, vs, task
+}
