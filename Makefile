@@ -1,0 +1,31 @@
+GO      ?= go
+BIN     ?= bin/peakline
+DATA    ?= $(CURDIR)/data
+LISTEN  ?= 127.0.0.1:8080
+EXAMPLE ?= testdata/ansible/runner-basic
+EVENTS  ?= https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={counter_gte}&counter__lte={counter_lte}
+
+.PHONY: build run test test-short vet bench clean
+
+build:
+	$(GO) build -o $(BIN) .
+
+# Serve the bundled example job (a real ansible-runner tree) on an embedded store.
+run: build
+	$(BIN) import --data $(DATA) $(EXAMPLE)
+	@echo "peakline: example job graph: http://$(LISTEN)/api/v1/jobs/demo2/graph?points=1000"
+	$(BIN) serve --data $(DATA) --listen $(LISTEN) --events-url '$(EVENTS)'
+
+# Every test: unit, end-to-end over real HTTP, real data.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./tsdb/ ./server/ .
+
+clean:
+	rm -rf bin $(DATA)

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/peakline/peakline/downsample"
+	"github.com/peakline/peakline/tsdb"
+)
+
+// errBadRequest marks a request the client must change; the message of a
+// badRequestError names the parameter or field.
+var errBadRequest = errors.New("bad request")
+
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string { return e.msg }
+func (e *badRequestError) Unwrap() error { return errBadRequest }
+
+func badRequest(format string, args ...any) error {
+	return &badRequestError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON error envelope of the Peakline API.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// statusOf maps an error to the HTTP status the client gets.
+func statusOf(err error) int {
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
+		return he.Code
+	case errors.Is(err, errBadRequest), errors.Is(err, tsdb.ErrInvalid),
+		errors.Is(err, downsample.ErrPoints), errors.Is(err, downsample.ErrUnknownAlgorithm):
+		return http.StatusBadRequest
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errUnsupportedMedia):
+		return http.StatusUnsupportedMediaType
+	case errors.Is(err, tsdb.ErrJobNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, context.Canceled):
+		return 499 // client closed request
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// handleError is the one place errors become HTTP answers.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code := statusOf(err)
+	msg := err.Error()
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg = fmt.Sprint(he.Message)
+		if he.Internal != nil {
+			msg += ": " + he.Internal.Error()
+		}
+	}
+	if code >= 500 {
+		s.logger.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+	}
+	if c.Request().Method == http.MethodHead {
+		err = c.NoContent(code)
+	} else {
+		err = c.JSON(code, errorBody{Error: msg})
+	}
+	if err != nil {
+		s.logger.Warn("write error response", "err", err)
+	}
+}

@@ -1,0 +1,177 @@
+package server
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/peakline/peakline/tsdb"
+)
+
+var (
+	errTooLarge         = errors.New("request too large")
+	errUnsupportedMedia = errors.New("unsupported media type")
+)
+
+// ingestBatch is the JSON ingest document (see the README).
+type ingestBatch struct {
+	JobID     string         `json:"job_id"`
+	Tasks     []ingestTask   `json:"tasks"`
+	LastEvent *ingestEvent   `json:"last_event"`
+	Series    []ingestSeries `json:"series"`
+}
+
+type ingestTask struct {
+	Counter int64  `json:"counter"`
+	UUID    string `json:"uuid"`
+	Name    string `json:"name"`
+	Start   int64  `json:"start"`
+}
+
+type ingestEvent struct {
+	Counter int64 `json:"counter"`
+	Time    int64 `json:"time"`
+}
+
+type ingestSeries struct {
+	Resource string    `json:"resource"`
+	Counter  int64     `json:"counter"`
+	UUID     string    `json:"uuid"`
+	Task     string    `json:"task"`
+	T        []int64   `json:"t"`
+	V        []float64 `json:"v"`
+}
+
+// ingestAnswer acknowledges a batch once it is in the write-ahead log.
+type ingestAnswer struct {
+	JobID      string `json:"job_id"`
+	Samples    int    `json:"samples"`
+	Tasks      int    `json:"tasks"`
+	Duplicates int    `json:"duplicates"`
+	Conflicts  int    `json:"conflicts"`
+}
+
+// ingest answers POST /api/v1/ingest.
+func (s *Server) ingest(c echo.Context) error {
+	body, err := s.requestBody(c.Request(), "application/json")
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	var in ingestBatch
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return jsonError(err, s.cfg.MaxDecodedBytes)
+	}
+	if dec.More() {
+		return badRequest("body: must hold one JSON object, found more after it")
+	}
+	total := 0
+	for _, sr := range in.Series {
+		total += len(sr.T)
+	}
+	if total > s.cfg.MaxBatchSamples {
+		return fmt.Errorf("%w: series: %d samples in one batch, at most %d allowed; split the batch", errTooLarge, total, s.cfg.MaxBatchSamples)
+	}
+	res, err := s.store.Append(c.Request().Context(), toBatch(&in))
+	if err != nil {
+		return err
+	}
+	s.metrics.ingestedSamples.Add(float64(res.Samples))
+	s.metrics.ingestedDups.Add(float64(res.Duplicates))
+	return c.JSON(http.StatusOK, ingestAnswer{JobID: in.JobID, Samples: res.Samples, Tasks: res.Tasks, Duplicates: res.Duplicates, Conflicts: res.Conflicts})
+}
+
+func toBatch(in *ingestBatch) *tsdb.Batch {
+	b := &tsdb.Batch{JobID: in.JobID}
+	for _, t := range in.Tasks {
+		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start})
+	}
+	if e := in.LastEvent; e != nil {
+		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.Time}
+	}
+	for _, sr := range in.Series {
+		b.Series = append(b.Series, tsdb.SeriesData{Resource: sr.Resource, Counter: sr.Counter, UUID: sr.UUID, Task: sr.Task, Ts: sr.T, Vs: sr.V})
+	}
+	return b
+}
+
+// requestBody checks the media type and returns the body decompressed
+// (gzip when Content-Encoding says so) and bounded to MaxDecodedBytes.
+func (s *Server) requestBody(r *http.Request, mediaType string) (io.ReadCloser, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != mediaType {
+			return nil, fmt.Errorf("%w: Content-Type must be %s, got %q", errUnsupportedMedia, mediaType, ct)
+		}
+	}
+	var rc io.ReadCloser = r.Body
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, badRequest("body: Content-Encoding is gzip but the body is not: %v", err)
+		}
+		rc = zr
+	default:
+		return nil, fmt.Errorf("%w: Content-Encoding must be gzip or identity, got %q", errUnsupportedMedia, enc)
+	}
+	return &limitedBody{r: rc, left: s.cfg.MaxDecodedBytes}, nil
+}
+
+// limitedBody fails a read past its limit instead of truncating quietly.
+type limitedBody struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errDecodedTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limitedBody) Close() error { return l.r.Close() }
+
+var errDecodedTooLarge = errors.New("decoded body exceeds the limit")
+
+// jsonError turns a decoding error into a client error naming the field.
+func jsonError(err error, limit int64) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, errDecodedTooLarge):
+		return fmt.Errorf("%w: body: decoded size exceeds %d bytes; split the batch", errTooLarge, limit)
+	case errors.As(err, &te):
+		return badRequest("%s: must be %s, got JSON %s", te.Field, te.Type, te.Value)
+	case errors.As(err, &se):
+		return badRequest("body: invalid JSON at byte %d: %v", se.Offset, err)
+	case errors.Is(err, io.EOF):
+		return badRequest("body: is empty, want a JSON batch")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("body: JSON ends early")
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Errorf("%w: body: more than %d bytes", errTooLarge, mbe.Limit)
+	}
+	if strings.HasPrefix(err.Error(), "json: unknown field") {
+		return badRequest("body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return badRequest("body: %v", err)
+}

@@ -1,0 +1,160 @@
+// Package server is Peakline's HTTP face, on echo: the job graph, task and
+// job APIs, JSON ingest, health and self-metrics, and the web page routes.
+// It decides request limits and maps errors to HTTP answers in one place
+// (errors.go). It owns no storage or algorithms: jobs live in tsdb, points
+// are chosen by downsample, pages come from web.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/peakline/peakline/tsdb"
+)
+
+// Config holds the server's settings. Zero values take the defaults.
+type Config struct {
+	// EventsURL is the job-events link template with the placeholders
+	// {job_id}, {counter_gte} and {counter_lte}; empty for none.
+	EventsURL string
+	// MaxBodyBytes bounds a request body as sent (compressed or not).
+	MaxBodyBytes int64
+	// MaxDecodedBytes bounds a request body after decompression.
+	MaxDecodedBytes int64
+	// MaxBatchSamples bounds the samples of one ingest batch.
+	MaxBatchSamples int
+	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
+	ShutdownTimeout time.Duration
+}
+
+const (
+	defaultMaxBodyBytes    = 16 << 20
+	defaultMaxDecodedBytes = 128 << 20
+	defaultMaxBatchSamples = 2_000_000
+	defaultShutdownTimeout = 30 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if c.MaxDecodedBytes <= 0 {
+		c.MaxDecodedBytes = defaultMaxDecodedBytes
+	}
+	if c.MaxBatchSamples <= 0 {
+		c.MaxBatchSamples = defaultMaxBatchSamples
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = defaultShutdownTimeout
+	}
+}
+
+// CheckEventsURL reports whether a job-events template is usable.
+func CheckEventsURL(tmpl string) error {
+	if tmpl == "" {
+		return nil
+	}
+	if !strings.HasPrefix(tmpl, "http://") && !strings.HasPrefix(tmpl, "https://") && !strings.HasPrefix(tmpl, "/") {
+		return fmt.Errorf("must be an http(s) URL or an absolute path, got %q", tmpl)
+	}
+	for _, p := range []string{"{counter_gte}", "{counter_lte}"} {
+		if !strings.Contains(tmpl, p) {
+			return fmt.Errorf("must contain the placeholder %s, got %q (e.g. https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={counter_gte}&counter__lte={counter_lte})", p, tmpl)
+		}
+	}
+	return nil
+}
+
+// Server serves one store.
+type Server struct {
+	cfg     Config
+	store   *tsdb.Store
+	logger  *slog.Logger
+	echo    *echo.Echo
+	metrics *metrics
+}
+
+// New builds a server over store. reg receives the server's own metrics
+// and is served on /metrics; it may be nil.
+func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Registry) (*Server, error) {
+	cfg.setDefaults()
+	if err := CheckEventsURL(cfg.EventsURL); err != nil {
+		return nil, fmt.Errorf("events URL: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg)}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover())
+	e.Use(s.metrics.middleware)
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024}))
+	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	api := e.Group("/api/v1")
+	api.GET("/jobs", s.listJobs)
+	api.GET("/jobs/:job/graph", s.graph)
+	api.GET("/jobs/:job/tasks", s.tasks)
+	api.DELETE("/jobs/:job", s.deleteJob)
+	api.POST("/ingest", s.ingest)
+	s.echo = e
+	return s, nil
+}
+
+// Handler returns the HTTP handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve answers on ln until ctx is done, then stops taking connections
+// and waits for in-flight requests (so every acknowledged batch is in the
+// write-ahead log) before returning.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
