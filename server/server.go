@@ -36,6 +36,8 @@ type Config struct {
 	MaxBatchSamples int
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+	// Prometheus configures the Prometheus-compatible API (prometheus.go).
+	Prometheus PromConfig
 }
 
 const (
@@ -116,6 +118,10 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	api.GET("/jobs/:job/tasks", s.tasks)
 	api.DELETE("/jobs/:job", s.deleteJob)
 	api.POST("/ingest", s.ingest)
+	if err := s.registerPrometheus(e); err != nil {
+		return nil, err
+	}
+	s.registerWeb(e)
 	s.echo = e
 	return s, nil
 }

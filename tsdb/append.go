@@ -58,7 +58,7 @@ type SeriesData struct {
 type AppendResult struct {
 	Samples    int // samples newly stored
 	Tasks      int // task records newly stored
-	Duplicates int // samples already stored with the same value, skipped
+	Duplicates int // samples already stored with the same value, skipped (task records not counted)
 	Conflicts  int // samples already stored with another value; the stored value is kept
 }
 
@@ -177,9 +177,11 @@ func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 				k++
 			}
 			if k < len(have.ts) && have.ts[k] == t {
-				if math.Float64bits(have.vs[k]) == math.Float64bits(r.vs[i]) {
+				switch {
+				case r.isTask:
+				case math.Float64bits(have.vs[k]) == math.Float64bits(r.vs[i]):
 					res.Duplicates++
-				} else {
+				default:
 					res.Conflicts++
 				}
 				continue

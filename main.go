@@ -1,0 +1,277 @@
+// Command peakline stores the CPU, memory and PID samples of Ansible jobs
+// per task and serves each job's performance graph in one request.
+//
+// This file only wires packages together: flags and settings in, the
+// store, server, collector and bench packages do the work.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/server"
+	"github.com/peakline/peakline/tsdb"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := rootCommand(os.Stdout, os.Stderr)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "peakline:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError carries an exit code out of a command (collect passes the
+// command's own code through).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func rootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "peakline",
+		Short:         "Per-task CPU, memory and PID graphs of Ansible jobs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	logLevel := root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn or error")
+	newLogger := func() (*slog.Logger, error) {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+			return nil, fmt.Errorf("--log-level: must be debug, info, warn or error, got %q", *logLevel)
+		}
+		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})), nil
+	}
+	root.AddCommand(serveCommand(newLogger), importCommand(newLogger))
+	return root
+}
+
+func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
+	var (
+		dataDir, listen, eventsURL string
+		retention                  time.Duration
+		cfg                        server.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the graph API, ingest and web page over a store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger()
+			if err != nil {
+				return err
+			}
+			if dataDir == "" {
+				return errors.New("--data: a store directory is required")
+			}
+			if err := server.CheckEventsURL(eventsURL); err != nil {
+				return fmt.Errorf("--events-url: %w", err)
+			}
+			if retention < 0 {
+				return fmt.Errorf("--retention: must not be negative, got %s", retention)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention}, logger, reg)
+			if err != nil {
+				return fmt.Errorf("--data: %w", err)
+			}
+			defer func() {
+				if err := store.Close(); err != nil {
+					logger.Error("close store", "err", err)
+				}
+			}()
+			cfg.EventsURL = eventsURL
+			srv, err := server.New(cfg, store, logger, reg)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			base := "http://" + ln.Addr().String()
+			logger.Info("serving", "url", base+"/", "data", dataDir)
+			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
+			if ids, err := store.JobIDs(cmd.Context()); err == nil {
+				for _, id := range ids {
+					fmt.Fprintf(cmd.OutOrStdout(), "peakline: job %s graph: %s/api/v1/jobs/%s/graph\n", id, base, id)
+				}
+			}
+			return srv.Serve(cmd.Context(), ln)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data", "", "store directory (created if missing)")
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
+	f.DurationVar(&retention, "retention", 0, "drop data older than this, measured from the newest sample (0 keeps everything)")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
+	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 128<<20, "largest request body accepted after decompression")
+	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
+	return cmd
+}
+
+func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
+	var dataDir, serverURL, jobID string
+	cmd := &cobra.Command{
+		Use:   "import [--data DIR | --server URL] [--job ID] PATH...",
+		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
+		Long: `Import reads each PATH, which may be:
+  - an ansible-runner private data dir (artifacts/<ident>/job_events + profiling_data/),
+  - a cgroup_perf_recap output dir (cpu.csv, memory.csv, pids.csv or per-task files),
+  - an AWX playbook_profiling/<job_id>/ dir,
+and stores its jobs, either directly in a store (--data, server stopped) or
+by posting ingest batches to a running server (--server). Importing the
+same tree twice stores nothing twice.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, paths []string) error {
+			logger, err := newLogger()
+			if err != nil {
+				return err
+			}
+			if (dataDir == "") == (serverURL == "") {
+				return errors.New("--data or --server: give exactly one of them")
+			}
+			jobs, err := readJobs(cmd.ErrOrStderr(), paths, jobID)
+			if err != nil {
+				return err
+			}
+			var sink func(context.Context, *collector.Job) (tsdb.AppendResult, error)
+			if dataDir != "" {
+				store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
+				if err != nil {
+					return fmt.Errorf("--data: %w (is a peakline serve using it? then import with --server)", err)
+				}
+				defer store.Close()
+				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
+					return store.Append(ctx, toBatch(j))
+				}
+			} else {
+				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/")}
+				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
+					batches := j.Batches(0)
+					bar := newBar(cmd.ErrOrStderr(), len(batches), "posting "+j.ID)
+					defer bar.Finish()
+					for i := range batches {
+						if err := client.Send(ctx, &batches[i]); err != nil {
+							return tsdb.AppendResult{}, fmt.Errorf("--server: batch %d of %d: %w", i+1, len(batches), err)
+						}
+						_ = bar.Add(1)
+					}
+					return tsdb.AppendResult{Samples: -1}, nil
+				}
+			}
+			for _, j := range jobs {
+				res, err := sink(cmd.Context(), j)
+				if err != nil {
+					return fmt.Errorf("store job %q: %w", j.ID, err)
+				}
+				report(cmd.OutOrStdout(), j, res)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data", "", "store directory to write directly (the server must be stopped)")
+	f.StringVar(&serverURL, "server", "", "base URL of a running peakline serve to post batches to")
+	f.StringVar(&jobID, "job", "", "job id to store under (default: the runner ident, recap or AWX dir name)")
+	return cmd
+}
+
+// readJobs reads every path before anything is stored, with a progress
+// bar over the files.
+func readJobs(stderr io.Writer, paths []string, jobID string) ([]*collector.Job, error) {
+	if jobID != "" && len(paths) > 1 {
+		return nil, errors.New("--job: names one job, but several paths were given")
+	}
+	var all []*collector.Job
+	for _, p := range paths {
+		var bar *progressbar.ProgressBar
+		jobs, err := collector.Read(p, collector.ReadOptions{JobID: jobID, Progress: func(done, total int) {
+			if bar == nil {
+				bar = newBar(stderr, total, "reading "+p)
+			}
+			_ = bar.Set(done)
+		}})
+		if bar != nil {
+			_ = bar.Finish()
+		}
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, jobs...)
+	}
+	return all, nil
+}
+
+// newBar is the progress bar of long operations, on stderr.
+func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
+	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+// toBatch converts a job read from disk into one store batch.
+func toBatch(j *collector.Job) *tsdb.Batch {
+	b := &tsdb.Batch{JobID: j.ID}
+	for _, t := range j.Tasks {
+		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+	}
+	if e := j.LastEvent; e != nil {
+		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.TimeMs}
+	}
+	for _, s := range j.Series {
+		b.Series = append(b.Series, tsdb.SeriesData{Resource: s.Resource, Counter: s.Counter, UUID: s.UUID, Task: s.Task, Ts: s.Ts, Vs: s.Vs})
+	}
+	return b
+}
+
+// report prints what an import stored for one job.
+func report(w io.Writer, j *collector.Job, res tsdb.AppendResult) {
+	perResource := map[string]int{}
+	first, last := int64(0), int64(0)
+	for _, s := range j.Series {
+		perResource[s.Resource] += len(s.Ts)
+		if len(s.Ts) == 0 {
+			continue
+		}
+		if first == 0 || s.Ts[0] < first {
+			first = s.Ts[0]
+		}
+		last = max(last, s.Ts[len(s.Ts)-1])
+	}
+	span := "no samples"
+	if first != 0 {
+		span = fmt.Sprintf("%s .. %s (%s)", time.UnixMilli(first).UTC().Format(time.RFC3339Nano), time.UnixMilli(last).UTC().Format(time.RFC3339Nano), time.Duration(last-first)*time.Millisecond)
+	}
+	stored := "posted to the server"
+	if res.Samples >= 0 {
+		stored = fmt.Sprintf("stored %d new samples, %d already present", res.Samples, res.Duplicates)
+	}
+	fmt.Fprintf(w, "job %s (%s): %d tasks; samples cpu=%d memory=%d pids=%d; %s; %s\n",
+		j.ID, j.Source, len(j.Tasks), perResource["cpu"], perResource["memory"], perResource["pids"], span, stored)
+}
