@@ -160,7 +160,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 	}
 	unlock := s.lockJob(b.JobID)
 	defer unlock()
-	defer s.summaries.drop(b.JobID)
+	defer s.cache.drop(b.JobID)
 
 	existing, err := s.existingSamples(ctx, b.JobID, rows)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -61,7 +60,7 @@ func (s *Store) Summaries(ctx context.Context) ([]Summary, error) {
 
 // Summary returns the summary of one job.
 func (s *Store) Summary(ctx context.Context, jobID string) (Summary, error) {
-	sum, gen, ok := s.summaries.get(jobID)
+	sum, gen, ok := s.cache.summary(jobID)
 	if ok {
 		return sum, nil
 	}
@@ -70,7 +69,7 @@ func (s *Store) Summary(ctx context.Context, jobID string) (Summary, error) {
 		return Summary{}, err
 	}
 	sum = Summarize(job)
-	s.summaries.put(jobID, sum, gen)
+	s.cache.putSummary(jobID, sum, gen)
 	return sum, nil
 }
 
@@ -108,7 +107,7 @@ func Summarize(job *Job) Summary {
 func (s *Store) Delete(ctx context.Context, jobID string) error {
 	unlock := s.lockJob(jobID)
 	defer unlock()
-	defer s.summaries.drop(jobID)
+	defer s.cache.drop(jobID)
 	q, err := s.db.Querier(minTime, maxTime)
 	if err != nil {
 		return fmt.Errorf("open querier: %w", err)
@@ -139,35 +138,3 @@ func (s *Store) Delete(ctx context.Context, jobID string) error {
 	return nil
 }
 
-// summaryCache keeps job summaries until the job is written or deleted.
-// A generation counter stops a summary computed before a write from being
-// cached after it.
-type summaryCache struct {
-	mu  sync.Mutex
-	m   map[string]Summary
-	gen uint64
-}
-
-func (c *summaryCache) init() { c.m = map[string]Summary{} }
-
-func (c *summaryCache) get(id string) (Summary, uint64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.m[id]
-	return s, c.gen, ok
-}
-
-func (c *summaryCache) put(id string, s Summary, gen uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if gen == c.gen {
-		c.m[id] = s
-	}
-}
-
-func (c *summaryCache) drop(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	delete(c.m, id)
-}

@@ -32,7 +32,45 @@ type Column struct {
 // from the newest of the job's last event and its last sample. When two
 // series of one resource hold a sample at the same millisecond, the one of
 // the later task is kept so that times strictly increase.
+//
+// A job read once stays cached (within the store's budget) until it is
+// written to or deleted, so zooming into a finished job does not decode
+// it again. The returned Job and its slices are shared: read them only.
 func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (*Job, error) {
+	job, gen, ok := s.cache.job(jobID)
+	if !ok {
+		var err error
+		if job, err = s.readJob(ctx, jobID); err != nil {
+			return nil, err
+		}
+		s.cache.putJob(jobID, job, gen)
+	}
+	return job.window(fromMs, toMs), nil
+}
+
+// window returns a view of j holding only samples in [fromMs, toMs].
+func (j *Job) window(fromMs, toMs int64) *Job {
+	if fromMs == minTime && toMs == maxTime {
+		return j
+	}
+	w := &Job{ID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent}
+	for _, c := range j.Columns {
+		lo, _ := slices.BinarySearch(c.Ts, fromMs)
+		hi, found := slices.BinarySearch(c.Ts, toMs)
+		if found {
+			hi++
+		}
+		if lo >= hi {
+			continue
+		}
+		w.Columns = append(w.Columns, Column{Resource: c.Resource, Ts: c.Ts[lo:hi:hi], Vs: c.Vs[lo:hi:hi], Task: c.Task[lo:hi:hi]})
+	}
+	return w
+}
+
+// readJob reads a whole job from the TSDB.
+func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
+	const fromMs, toMs = minTime, maxTime
 	q, err := s.db.Querier(minTime, maxTime)
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
@@ -50,11 +88,13 @@ func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (
 		}
 		return t
 	}
+	// Samples go straight into one growing column per resource; runs
+	// remember which task each stretch belongs to.
 	type run struct {
-		key taskKey
-		ts  []int64
-		vs  []float64
+		key        taskKey
+		start, end int
 	}
+	cols := make([]Column, len(Resources))
 	runs := make([][]run, len(Resources))
 	found := false
 	for set.Next() {
@@ -90,28 +130,27 @@ func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (
 				return nil, err
 			}
 			task := getTask(k, ls.Get(LabelTask))
-			var r run
-			r.key = k
-			for vt := it.Seek(fromMs); vt != chunkenc.ValNone; vt = it.Next() {
+			c := &cols[ri]
+			r := run{key: k, start: len(c.Ts)}
+			// One pass over the whole series: the window's samples, and
+			// the series' own first and last time, which decide a task's
+			// start when it has no record and its end when it is the last.
+			first, last := int64(maxTime), int64(minTime)
+			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 				if vt != chunkenc.ValFloat {
 					continue
 				}
 				t, v := it.At()
-				if t > toMs {
-					break
+				first = min(first, t)
+				last = t
+				if t >= fromMs && t <= toMs {
+					c.Ts = append(c.Ts, t)
+					c.Vs = append(c.Vs, v)
 				}
-				r.ts = append(r.ts, t)
-				r.vs = append(r.vs, v)
-			}
-			// The task's own sample span, over all time, decides its start
-			// when no task record exists and its end when it is the last.
-			first, last, err := seriesSpan(set.At().Iterator(nil))
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", ls, err)
 			}
 			task.firstSample = min(task.firstSample, first)
 			task.EndMs = max(task.EndMs, last)
-			if len(r.ts) > 0 {
+			if r.end = len(c.Ts); r.end > r.start {
 				runs[ri] = append(runs[ri], r)
 			}
 		}
@@ -135,24 +174,25 @@ func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (
 		if len(rs) == 0 {
 			continue
 		}
-		col := Column{Resource: Resources[ri]}
-		n := 0
+		c := cols[ri]
+		c.Resource = Resources[ri]
+		// Series arrive in label order, not time order: put the runs in
+		// time order with one copy, then fix any overlap between them.
+		slices.SortFunc(rs, func(a, b run) int { return cmp.Compare(c.Ts[a.start], c.Ts[b.start]) })
+		ts := make([]int64, 0, len(c.Ts))
+		vs := make([]float64, 0, len(c.Ts))
+		task := make([]int32, 0, len(c.Ts))
 		for _, r := range rs {
-			n += len(r.ts)
-		}
-		col.Ts = make([]int64, 0, n)
-		col.Vs = make([]float64, 0, n)
-		col.Task = make([]int32, 0, n)
-		for _, r := range rs {
+			ts = append(ts, c.Ts[r.start:r.end]...)
+			vs = append(vs, c.Vs[r.start:r.end]...)
 			ti := index[r.key]
-			col.Ts = append(col.Ts, r.ts...)
-			col.Vs = append(col.Vs, r.vs...)
-			for range r.ts {
-				col.Task = append(col.Task, ti)
+			for range r.end - r.start {
+				task = append(task, ti)
 			}
 		}
-		sortColumn(&col)
-		job.Columns = append(job.Columns, col)
+		c.Ts, c.Vs, c.Task = ts, vs, task
+		sortColumn(&c)
+		job.Columns = append(job.Columns, c)
 	}
 	return job, nil
 }
@@ -162,17 +202,6 @@ type taskAcc struct {
 	Task
 	recorded    bool  // a task-start record exists; else the first sample is the start
 	firstSample int64 // earliest sample of any resource
-}
-
-// seriesSpan returns the first and last sample time of a series.
-func seriesSpan(it chunkenc.Iterator) (first, last int64, err error) {
-	first, last = maxTime, minTime
-	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-		t := it.AtT()
-		first = min(first, t)
-		last = max(last, t)
-	}
-	return first, last, it.Err()
 }
 
 // orderTasks sorts tasks by start (then counter, then uuid) and sets each

@@ -33,7 +33,14 @@ type Options struct {
 	// sample in the store minus Retention (Prometheus semantics: measured
 	// from the newest data, not the wall clock). Zero keeps everything.
 	Retention time.Duration
+	// CacheSamples bounds the samples of whole jobs kept decoded in memory
+	// for repeated graph requests (about 20 bytes each). Zero means
+	// DefaultCacheSamples; negative disables the cache.
+	CacheSamples int
 }
+
+// DefaultCacheSamples keeps about 400 MB of decoded samples.
+const DefaultCacheSamples = 20_000_000
 
 // oooWindow lets the head accept samples of any age: jobs from years ago
 // are imported through the out-of-order path and compacted into blocks of
@@ -49,7 +56,7 @@ type Store struct {
 	// and the commit of a retried batch cannot interleave.
 	appendMu [64]sync.Mutex
 
-	summaries summaryCache
+	cache *cache
 }
 
 // Open opens (creating if needed) the store in dir. reg may be nil.
@@ -65,8 +72,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger}
-	s.summaries.init()
+	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples)}
 	return s, nil
 }
 
@@ -102,9 +108,9 @@ func (s *Store) Compact(ctx context.Context) error {
 	return nil
 }
 
-// Invalidate forgets cached summaries of a job whose series were written
-// by another path (remote write).
-func (s *Store) Invalidate(jobID string) { s.summaries.drop(jobID) }
+// Invalidate forgets what is cached of a job whose series were written by
+// another path (remote write).
+func (s *Store) Invalidate(jobID string) { s.cache.drop(jobID) }
 
 func (s *Store) lockJob(jobID string) func() {
 	var h uint32 = 2166136261

@@ -249,3 +249,37 @@ func nan() float64 {
 	var zero float64
 	return zero / zero
 }
+
+// A cached job is dropped when it is written to or deleted.
+func TestCacheFollowsWrites(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	start := time.Now().Add(-time.Hour).UnixMilli()
+	if _, err := s.Append(ctx, exampleBatch("live", start)); err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 3; round++ {
+		job, err := s.ReadJob(ctx, "live", minTime, maxTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(job.Columns[0].Ts); got != 24+round-1 {
+			t.Fatalf("round %d: %d cpu samples, want %d", round, got, 24+round-1)
+		}
+		sum, err := s.Summary(ctx, "live")
+		if err != nil || sum.Resources[0].Samples != 24+round-1 {
+			t.Fatalf("round %d: summary %+v %v", round, sum, err)
+		}
+		more := &Batch{JobID: "live", Series: []SeriesData{{Resource: "cpu", Counter: 9, UUID: "uuid-say hello", Task: "say hello",
+			Ts: []int64{start + 10_000 + int64(round)}, Vs: []float64{1}}}}
+		if _, err := s.Append(ctx, more); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(ctx, "live"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadJob(ctx, "live", minTime, maxTime); !errors.Is(err, ErrJobNotFound) {
+		t.Fatalf("read after delete: %v", err)
+	}
+}
