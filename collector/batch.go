@@ -1,0 +1,54 @@
+package collector
+
+// DefaultBatchSamples is the most samples Job.Batches puts in one batch
+// when asked for no limit.
+const DefaultBatchSamples = 50_000
+
+// Batch is one JSON ingest batch (POST /api/v1/ingest) as docs/CONTRACTS.md
+// defines it. Tasks, LastEvent and Series may each be empty; JobID may not.
+type Batch struct {
+	JobID     string   `json:"job_id"`
+	Tasks     []Task   `json:"tasks,omitempty"`
+	LastEvent *Event   `json:"last_event,omitempty"`
+	Series    []Series `json:"series,omitempty"`
+}
+
+// Samples returns the number of samples in b.
+func (b *Batch) Samples() int {
+	n := 0
+	for i := range b.Series {
+		n += len(b.Series[i].Ts)
+	}
+	return n
+}
+
+// Batches splits j into ingest batches of at most maxSamples samples each
+// (DefaultBatchSamples when maxSamples <= 0), splitting a long series across
+// batches in time order. The first batch carries the tasks and the last
+// event, so the server knows every task before its samples arrive; a job
+// without samples is one batch. The batches share j's slices: don't modify
+// j while they are in use.
+func (j *Job) Batches(maxSamples int) []Batch {
+	if maxSamples <= 0 {
+		maxSamples = DefaultBatchSamples
+	}
+	out := []Batch{{JobID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent}}
+	room := maxSamples
+	for _, s := range j.Series {
+		for from := 0; from < len(s.Ts); {
+			if room == 0 {
+				out = append(out, Batch{JobID: j.ID})
+				room = maxSamples
+			}
+			to := min(len(s.Ts), from+room)
+			part := s
+			// Full slice expressions: an append to a part can't reach the next.
+			part.Ts, part.Vs = s.Ts[from:to:to], s.Vs[from:to:to]
+			b := &out[len(out)-1]
+			b.Series = append(b.Series, part)
+			room -= to - from
+			from = to
+		}
+	}
+	return out
+}

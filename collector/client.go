@@ -1,0 +1,98 @@
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// IngestPath is the server path batches are posted to.
+const IngestPath = "/api/v1/ingest"
+
+// maxErrorBody bounds how much of an error response Send reads.
+const maxErrorBody = 64 << 10
+
+// Client posts ingest batches to a Peakline server. It is safe for
+// concurrent use if HTTP is.
+type Client struct {
+	// BaseURL is the server's root, e.g. "http://peakline:9090"; a
+	// trailing slash is ignored.
+	BaseURL string
+	// HTTP does the requests; nil means http.DefaultClient. Timeouts are
+	// its business, or the context's.
+	HTTP *http.Client
+}
+
+// StatusError is a non-2xx answer to a batch: its HTTP status and the
+// server's "error" message (or the start of the body when it sent none).
+type StatusError struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *StatusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("server answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	return fmt.Sprintf("server answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+}
+
+// Send posts b as gzip-compressed JSON to BaseURL + IngestPath. A non-2xx
+// answer is an error wrapping a *StatusError.
+func (c *Client) Send(ctx context.Context, b *Batch) error {
+	var body bytes.Buffer
+	zw := gzip.NewWriter(&body)
+	if err := json.NewEncoder(zw).Encode(b); err != nil {
+		return fmt.Errorf("encode batch of job %q: %w", b.JobID, err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("compress batch of job %q: %w", b.JobID, err)
+	}
+	url := strings.TrimSuffix(c.BaseURL, "/") + IngestPath
+	// A *bytes.Reader body lets the transport replay it on redirect/retry.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body.Bytes()))
+	if err != nil {
+		return fmt.Errorf("make ingest request for job %q: %w", b.JobID, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("send batch of job %q: %w", b.JobID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
+		return nil
+	}
+	return fmt.Errorf("send batch of job %q to %s: %w", b.JobID, url, readStatusError(resp))
+}
+
+// readStatusError makes a *StatusError of a non-2xx response.
+func readStatusError(resp *http.Response) *StatusError {
+	e := &StatusError{StatusCode: resp.StatusCode}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var envelope struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(data, &envelope) == nil && envelope.Error != "" {
+		e.Message = envelope.Error
+		return e
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = strings.ToValidUTF8(msg[:200], "") + "…"
+	}
+	e.Message = msg
+	return e
+}
