@@ -166,8 +166,10 @@ func parseJSONSeq(dst []sample, data []byte, resource uint8, defUUID string, in 
 			continue // RFC 7464 2.1: consecutive RSs may be ignored
 		}
 		record++
-		var r jsonSeqRecord
-		if err := json.Unmarshal(text, &r); err != nil {
+		r, ts, v, fast := fastRecord(text, in)
+		if fast {
+			r.Timestamp, r.Value = &ts, &v
+		} else if err := json.Unmarshal(text, &r); err != nil {
 			return dst, &lineError{line: recLine, record: record, err: explainJSONSeqError(text, err)}
 		}
 		if r.Timestamp == nil || r.Value == nil {
