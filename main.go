@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -118,7 +119,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
 			if ids, err := store.JobIDs(cmd.Context()); err == nil {
 				for _, id := range ids {
-					fmt.Fprintf(cmd.OutOrStdout(), "peakline: job %s graph: %s/api/v1/jobs/%s/graph\n", id, base, id)
+					fmt.Fprintf(cmd.OutOrStdout(), "peakline: job %s: %s/jobs/%s (graph data: %s/api/v1/jobs/%s/graph)\n", id, base, url.PathEscape(id), base, url.PathEscape(id))
 				}
 			}
 			return srv.Serve(cmd.Context(), ln)
@@ -152,6 +153,11 @@ same tree twice stores nothing twice.`,
 			logger, err := newLogger()
 			if err != nil {
 				return err
+			}
+			// The store's own progress lines are noise for a one-shot
+			// import: show its warnings only unless asked for debug.
+			if !logger.Enabled(cmd.Context(), slog.LevelDebug) {
+				logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			}
 			if (dataDir == "") == (serverURL == "") {
 				return errors.New("--data or --server: give exactly one of them")
