@@ -1,0 +1,117 @@
+package downsample_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	lttb "github.com/dgryski/go-lttb"
+
+	"github.com/peakline/peakline/bench/workload"
+	"github.com/peakline/peakline/downsample"
+)
+
+// The benchmarks follow Prometheus' chunkenc/benchmark_test.go: a fixed-seed
+// matrix of workload shapes and sizes, generated once, one sub-benchmark per
+// algorithm, shape and size, with ns/point and allocations reported and the
+// output checked so the work cannot be optimised away. go-lttb, the anchor,
+// runs on its own []Point input built outside the timer.
+//
+// The whole matrix (6 algorithms x 6 shapes x 3 sizes) takes about three
+// minutes with the default -benchtime and holds ~2 GB of series at its peak.
+// On a shared machine, compare minimums over -count runs, not single runs. To compare algorithms side
+// by side, and MinMax/M4 on one core against two:
+//
+//	go test -run='^$' -bench='BenchmarkDownsample' -benchmem -count=6 -cpu=1,2 ./downsample/ | tee bench.txt
+//	benchstat -col /algo bench.txt
+//	benchstat -col .cpu -filter '/algo:(minmax OR m4)' bench.txt
+//
+// Narrow it with e.g. -bench='BenchmarkDownsample/algo=(go-lttb|lttb)$/shape=randomwalk/n=1e7'.
+
+const benchOut = 1000 // points asked of every algorithm
+
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"1e4", 10_000}, {"1e6", 1_000_000}, {"1e7", 10_000_000}}
+
+type benchSeries struct {
+	ts  []int64
+	vs  []float64
+	pts []lttb.Point[float64]
+}
+
+var (
+	benchMu   sync.Mutex
+	benchData = map[string]*benchSeries{}
+)
+
+// series returns the shape at the size, generating it (seed 1) on first use.
+func series(shape string, size int, points bool) *benchSeries {
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	key := fmt.Sprint(shape, size)
+	s := benchData[key]
+	if s == nil {
+		s = &benchSeries{}
+		s.ts, s.vs = workload.Shape(shape, size, 1)
+		benchData[key] = s
+	}
+	if points && s.pts == nil {
+		s.pts = make([]lttb.Point[float64], size)
+		for i := range s.pts {
+			s.pts[i] = lttb.Point[float64]{X: float64(s.ts[i]), Y: s.vs[i]}
+		}
+	}
+	return s
+}
+
+var benchAlgos = []string{"go-lttb", "lttb", "minmaxlttb", "m4", "minmax", "peaklttb"}
+
+func BenchmarkDownsample(b *testing.B) {
+	for _, algo := range benchAlgos {
+		b.Run("algo="+algo, func(b *testing.B) {
+			for _, shape := range workload.Shapes {
+				b.Run("shape="+shape, func(b *testing.B) {
+					for _, size := range benchSizes {
+						b.Run("n="+size.name, func(b *testing.B) {
+							benchOne(b, algo, series(shape, size.n, algo == "go-lttb"))
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+func benchOne(b *testing.B, algo string, s *benchSeries) {
+	b.ReportAllocs()
+	size := len(s.ts)
+	if algo == "go-lttb" {
+		var out []lttb.Point[float64]
+		for b.Loop() {
+			out = lttb.LTTB(s.pts, benchOut)
+		}
+		if len(out) != benchOut || out[0] != s.pts[0] || out[len(out)-1] != s.pts[size-1] {
+			b.Fatalf("go-lttb returned %d points", len(out))
+		}
+		reportPerPoint(b, size)
+		return
+	}
+	dst := make([]int, 0, benchOut*(1+downsample.MinMaxLTTBRatio))
+	var err error
+	for b.Loop() {
+		dst, err = downsample.Select(dst[:0], algo, s.ts, s.vs, benchOut, nil)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(dst) < 2 || len(dst) > benchOut || dst[0] != 0 || dst[len(dst)-1] != size-1 {
+		b.Fatalf("%s returned %d indices (%v ... %v)", algo, len(dst), dst[:min(3, len(dst))], dst[max(0, len(dst)-3):])
+	}
+	reportPerPoint(b, size)
+}
+
+func reportPerPoint(b *testing.B, size int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(size), "ns/point")
+}

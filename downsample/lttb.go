@@ -1,0 +1,252 @@
+package downsample
+
+import "math"
+
+// LTTB appends to dst the indices of at most n samples of ts/vs chosen by
+// Steinarsson's Largest-Triangle-Three-Buckets (MSc thesis, 2013, and his
+// flot-downsample code), and returns the extended dst.
+//
+// The semantics are his, exactly: the first and last samples are kept; the
+// samples between them are cut into n-2 index buckets of (len-2)/(n-2)
+// samples (a float, bucket i spanning [floor(i*every)+1, floor((i+1)*every)+1));
+// from each bucket the sample with the largest triangle formed with the
+// previously chosen sample and the mean of the next bucket is kept, and on a
+// tie the earlier sample wins. The x coordinate is the timestamp in
+// milliseconds relative to the first kept sample, as a float64.
+//
+// Non-finite values are never chosen: the series runs from the first to the
+// last finite sample, a bucket's mean is taken over its finite samples (or is
+// the next finite sample if it has none), and a bucket without a finite
+// sample contributes no point. On finite data none of this changes a pick.
+//
+// n < 3 is clamped (see the package doc). LTTB allocates only if dst lacks
+// room for n more indices.
+func LTTB(dst []int, ts []int64, vs []float64, n int) []int {
+	size := min(len(ts), len(vs))
+	ts, vs = ts[:size], vs[:size]
+	dst, lo, hi, done := clampSmall(dst, vs, n, 3)
+	if done {
+		return dst
+	}
+	dst = append(dst, lo)
+	dst = lttbInterior(dst, ts, vs, lo, hi, n-2, nil)
+	return append(dst, hi)
+}
+
+// lttbInterior appends the picks of LTTB with the given number of buckets
+// between lo and hi, which are both finite and are not appended themselves.
+// It needs 1 <= buckets < hi-lo-1.
+//
+// If forced is not nil, a bucket holding forced indices (finite, strictly
+// between lo and hi) yields all of them instead of its pick, and the last of
+// them is the next triangle's first corner; the last bucket also takes
+// forced indices past its end up to hi.
+//
+// Bucket k (0 <= k <= buckets) spans [edge(k), edge(k+1)); iteration i picks
+// from bucket i using the mean of bucket i+1. Each sample is read twice,
+// once for a mean and once for an area, and the mean is a sequential float
+// sum (to stay bit-identical to Steinarsson), whose add latency would
+// dominate a loop of its own. So the loop is pipelined: while iteration i
+// compares the areas of bucket i it also sums bucket i+2, and the
+// out-of-order core overlaps the two. Timestamps are summed as exact int64
+// offsets and every per-bucket quantity is kept out of the inner loops.
+func lttbInterior(dst []int, ts []int64, vs []float64, lo, hi, buckets int, forced *anchorQueue) []int {
+	t0 := ts[lo]
+	every := float64(hi-lo-1) / float64(buckets)
+	edge := func(k int) int { return min(lo+int(float64(k)*every)+1, hi+1) }
+	ta, ax, ay := t0, 0.0, vs[lo]
+	// pickAndSum computes x-ax as float64(t-ta), which is exact, and so
+	// bit-identical to float64(t-t0)-ax, while time offsets stay below 2^53
+	// ms (285,000 years); wider (corrupt) ranges take the careful loop.
+	wide := uint64(ts[hi]-t0) >= 1<<53
+	nextFinite := lo // first finite index at or after the last position asked about
+	// mean returns the mean of bucket [from, to) from its sums, falling back
+	// to the finite samples or to the next finite one after it.
+	mean := func(from, to int, sumT int64, sumV float64) (avgX, avgY float64, clean bool) {
+		if cnt := float64(to - from); isFinite(sumV) {
+			return float64(sumT) / cnt, sumV / cnt, true
+		}
+		avgX, avgY, cnt := bucketMeanFinite(ts, vs, from, to, t0)
+		if cnt == 0 {
+			if nextFinite < to {
+				nextFinite = to
+				for !isFinite(vs[nextFinite]) {
+					nextFinite++
+				}
+			}
+			avgX, avgY = float64(ts[nextFinite]-t0), vs[nextFinite]
+		}
+		return avgX, avgY, false
+	}
+
+	// Bucket i is [start, mid), bucket i+1 [mid, end), bucket i+2 [end, far).
+	start, mid, end := edge(0), edge(1), edge(2)
+	sumT, sumV := sumBucket(ts[mid:end], vs[mid:end], t0)
+	avgX, avgY, clean := mean(mid, end, sumT, sumV)
+	// Bucket 0 is never a "next" bucket, so nobody has checked it for
+	// non-finite values: scan it with the careful loop.
+	dirty := true
+	for i := 0; i < buckets; i++ {
+		far := end
+		if i+2 <= buckets {
+			far = edge(i + 3)
+		}
+		if forced != nil && forced.peek() < mid || i == buckets-1 && forced != nil && forced.peek() < hi {
+			limit := mid
+			if i == buckets-1 {
+				limit = hi
+			}
+			a := 0
+			for forced.peek() < limit {
+				a = forced.pop()
+				dst = append(dst, a)
+			}
+			ta, ax, ay = ts[a], float64(ts[a]-t0), vs[a]
+			sumT, sumV = sumBucket(ts[end:far], vs[end:far], t0)
+			dirty = !clean
+			if end < far {
+				avgX, avgY, clean = mean(end, far, sumT, sumV)
+			}
+			start, mid, end = mid, end, far
+			continue
+		}
+		var pick int
+		if dirty || wide {
+			pick = pickFinite(ts[start:mid], vs[start:mid], t0, ax, ay, avgX, avgY)
+			sumT, sumV = sumBucket(ts[end:far], vs[end:far], t0)
+		} else {
+			pick, sumT, sumV = pickAndSum(ts[start:mid], vs[start:mid], ts[end:far], vs[end:far], t0, ta, ax, ay, avgX, avgY)
+		}
+		if pick >= 0 {
+			a := start + pick
+			dst = append(dst, a)
+			ta, ax, ay = ts[a], float64(ts[a]-t0), vs[a]
+		}
+		dirty = !clean
+		if end < far {
+			avgX, avgY, clean = mean(end, far, sumT, sumV)
+		}
+		start, mid, end = mid, end, far
+	}
+	return dst
+}
+
+// sumBucket returns the sums of tb's offsets from t0 (exact: wrapping is
+// harmless as the true sum fits) and of vb, in order.
+func sumBucket(tb []int64, vb []float64, t0 int64) (sumT int64, sumV float64) {
+	vb = vb[:len(tb)]
+	for i, t := range tb {
+		sumT += t
+		sumV += vb[i]
+	}
+	return sumT - int64(len(tb))*t0, sumV
+}
+
+// pickAndSum is pickAny on ct/cv fused with sumBucket on nt/nv.
+//
+// The loop goes four samples at a time and tests the four areas against
+// the best so far in one branch, which is rarely taken; only then does it
+// walk them in order to keep the first of equal areas.
+func pickAndSum(ct []int64, cv []float64, nt []int64, nv []float64, t0, ta int64, ax, ay, avgX, avgY float64) (pick int, sumT int64, sumV float64) {
+	cv = cv[:len(ct)]
+	nv = nv[:len(nt)]
+	both := min(len(ct), len(nt))
+	dx := ax - avgX
+	dy := avgY - ay
+	best, negBest := -1.0, 1.0
+	pick = -1
+	i := 0
+	for ; i+4 <= both; i += 4 {
+		n4t := nt[i : i+4 : i+4]
+		n4v := nv[i : i+4 : i+4]
+		sumT += n4t[0] + n4t[1] + n4t[2] + n4t[3]
+		sumV += n4v[0]
+		sumV += n4v[1]
+		sumV += n4v[2]
+		sumV += n4v[3]
+		c4t := ct[i : i+4 : i+4]
+		c4v := cv[i : i+4 : i+4]
+		// Steinarsson's (ax-avgX)*(y-ay) - (ax-x)*(avgY-ay), written as a
+		// sum with (x-ax): negation is exact, so the bits are his.
+		l0 := float64(dx*(c4v[0]-ay)) + float64(float64(c4t[0]-ta)*dy)
+		l1 := float64(dx*(c4v[1]-ay)) + float64(float64(c4t[1]-ta)*dy)
+		l2 := float64(dx*(c4v[2]-ay)) + float64(float64(c4t[2]-ta)*dy)
+		l3 := float64(dx*(c4v[3]-ay)) + float64(float64(c4t[3]-ta)*dy)
+		if l0 > best || l0 < negBest || l1 > best || l1 < negBest ||
+			l2 > best || l2 < negBest || l3 > best || l3 < negBest {
+			for k, l := range [4]float64{l0, l1, l2, l3} {
+				if a := math.Abs(l); a > best {
+					best, pick = a, i+k
+				}
+			}
+			negBest = -best
+		}
+	}
+	for j := i; j < len(nt); j++ {
+		sumT += nt[j]
+		sumV += nv[j]
+	}
+	for ; i < len(ct); i++ {
+		l := float64(dx*(cv[i]-ay)) + float64(float64(ct[i]-ta)*dy)
+		if a := math.Abs(l); a > best {
+			best, pick = a, i
+		}
+	}
+	return pick, sumT - int64(len(nt))*t0, sumV
+}
+
+// bucketMeanFinite is bucketMean over the finite values only; cnt is how
+// many there were. If their sum overflows, the mean is computed from the
+// values divided by cnt first.
+func bucketMeanFinite(ts []int64, vs []float64, from, to int, t0 int64) (avgX, avgY float64, cnt int) {
+	var sumT int64
+	var sumV float64
+	for i := from; i < to; i++ {
+		if v := vs[i]; isFinite(v) {
+			sumT += ts[i] - t0
+			sumV += v
+			cnt++
+		}
+	}
+	if cnt == 0 {
+		return 0, 0, 0
+	}
+	c := float64(cnt)
+	if !isFinite(sumV) {
+		sumV = 0
+		for i := from; i < to; i++ {
+			if v := vs[i]; isFinite(v) {
+				sumV += v / c
+			}
+		}
+		return float64(sumT) / c, sumV, cnt
+	}
+	return float64(sumT) / c, sumV / c, cnt
+}
+
+// pickFinite returns the index in tb/vb of the finite sample forming the
+// largest triangle with (ax, ay) and (avgX, avgY), the first on a tie, or
+// -1 if there is none or no area compares (NaN). The area is Steinarsson's
+// expression with its point-independent factors hoisted; the float64
+// conversions forbid fused multiply-adds so the result is bit-identical to
+// his on every platform.
+func pickFinite(tb []int64, vb []float64, t0 int64, ax, ay, avgX, avgY float64) int {
+	vb = vb[:len(tb)]
+	dx := ax - avgX
+	dy := avgY - ay
+	best := -1.0
+	pick := -1
+	for i, t := range tb {
+		v := vb[i]
+		if !isFinite(v) {
+			continue
+		}
+		x := float64(t - t0)
+		area := math.Abs(float64(dx*(v-ay)) - float64((ax-x)*dy))
+		if area > best {
+			best = area
+			pick = i
+		}
+	}
+	return pick
+}
