@@ -1,0 +1,177 @@
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// batcher holds a live job's samples until the task each belongs to is
+// known, attributes them and hands gzip-encoded ingest batches to send.
+//
+// A sample taken at time t is attributed to the task start with the
+// greatest created time ≤ t. Runner writes an event file shortly after the
+// event, so a sample waits until an event created at or after t was seen,
+// or until it is settle old (a long task writes no events for a while), or
+// the job ended. Samples before the first task start, and all samples of a
+// job without job events, get counter 0 and no task.
+//
+// add is safe for concurrent use with flush.
+type batcher struct {
+	follower   *eventFollower // nil: the job has no job events
+	jobID      func() string  // "" while not decided; batches wait for it
+	settle     time.Duration
+	maxSamples int
+	send       func(body []byte, samples int)
+	log        *slog.Logger
+
+	mu      sync.Mutex
+	pending []liveSample // in time order
+	lastMs  map[string]int64
+
+	// zw is reused across batches: a flate writer allocates about 1 MB.
+	zw *gzip.Writer
+}
+
+// add queues a sample. Two samples of one resource never share a
+// millisecond: the store would see two values at one time.
+func (b *batcher) add(s liveSample) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastMs == nil {
+		b.lastMs = map[string]int64{}
+	}
+	if last, ok := b.lastMs[s.resource]; ok && s.ms <= last {
+		s.ms = last + 1
+	}
+	b.lastMs[s.resource] = s.ms
+	b.pending = append(b.pending, s)
+}
+
+// run flushes every interval until ctx is done.
+func (b *batcher) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			b.flush(now, false)
+		}
+	}
+}
+
+// flush sends the settled samples, or with final all of them, with the
+// tasks and newest event seen since the previous flush. It returns the
+// number of samples sent.
+func (b *batcher) flush(now time.Time, final bool) int {
+	id := b.jobID()
+	if id == "" {
+		return 0
+	}
+	sent := 0
+	for {
+		n, more := b.flushOnce(id, now, final)
+		sent += n
+		if !more {
+			return sent
+		}
+	}
+}
+
+func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more bool) {
+	nowMs := now.UnixMilli()
+	b.mu.Lock()
+	for n < len(b.pending) && n < b.maxSamples {
+		t := b.pending[n].ms
+		if !final && b.follower != nil && !b.follower.settled(t) && nowMs-t < b.settle.Milliseconds() {
+			break
+		}
+		n++
+	}
+	take := b.pending[:n:n]
+	b.pending = b.pending[n:]
+	more = n == b.maxSamples && len(b.pending) > 0
+	b.mu.Unlock()
+
+	body := Batch{JobID: id, Series: b.attribute(take)}
+	if b.follower != nil {
+		starts, last, ok := b.follower.takeTasks()
+		for _, s := range starts {
+			body.Tasks = append(body.Tasks, Task{Counter: s.counter, UUID: s.taskUUID, Name: s.task, StartMs: s.ms})
+		}
+		if ok {
+			body.LastEvent = &Event{Counter: last.counter, TimeMs: last.ms}
+		}
+	}
+	if len(body.Series) == 0 && len(body.Tasks) == 0 && body.LastEvent == nil {
+		return 0, false
+	}
+	enc, err := b.encode(&body)
+	if err != nil {
+		// Only unencodable values (NaN) get here; the sampler makes none.
+		b.log.Error("cannot encode batch; dropping it", "samples", n, "err", err)
+		return n, more
+	}
+	b.send(enc, n)
+	return n, more
+}
+
+// attribute groups samples into series per (resource, task), keeping the
+// order in which each series first appears.
+func (b *batcher) attribute(samples []liveSample) []Series {
+	type key struct {
+		resource string
+		counter  int64
+		uuid     string
+	}
+	index := map[key]int{}
+	var series []Series
+	for _, s := range samples {
+		var start jobEvent
+		if b.follower != nil {
+			start, _ = b.follower.taskAt(s.ms)
+		}
+		k := key{s.resource, start.counter, start.taskUUID}
+		i, ok := index[k]
+		if !ok {
+			i = len(series)
+			index[k] = i
+			series = append(series, Series{Resource: s.resource, Counter: start.counter, UUID: start.taskUUID, Task: start.task})
+		}
+		series[i].Ts = append(series[i].Ts, s.ms)
+		series[i].Vs = append(series[i].Vs, s.v)
+	}
+	return series
+}
+
+// encode returns the gzip-compressed JSON of body. Only the flushing
+// goroutine calls it.
+func (b *batcher) encode(body *Batch) ([]byte, error) {
+	var buf bytes.Buffer
+	if b.zw == nil {
+		b.zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		b.zw.Reset(&buf)
+	}
+	if err := json.NewEncoder(b.zw).Encode(body); err != nil {
+		return nil, fmt.Errorf("cannot encode batch of job %q: %w", body.JobID, err)
+	}
+	if err := b.zw.Close(); err != nil {
+		return nil, fmt.Errorf("cannot compress batch of job %q: %w", body.JobID, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// pendingSamples returns the number of samples not yet flushed.
+func (b *batcher) pendingSamples() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}
