@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -23,7 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/peakline/peakline/bench"
 	"github.com/peakline/peakline/collector"
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
@@ -59,6 +63,10 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	logLevel := root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().String("config", "", "settings file (YAML or JSON) whose keys are flag names; env PEAKLINE_CONFIG")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applySettings(cmd, os.LookupEnv)
+	}
 	newLogger := func() (*slog.Logger, error) {
 		var lvl slog.Level
 		if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -66,7 +74,8 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 		}
 		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})), nil
 	}
-	root.AddCommand(serveCommand(newLogger), importCommand(newLogger))
+	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger))
+	root.AddCommand(bench.Command())
 	return root
 }
 
@@ -106,6 +115,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 				}
 			}()
 			cfg.EventsURL = eventsURL
+			cfg.SettingsPath = filepath.Join(dataDir, "settings.json")
 			srv, err := server.New(cfg, store, logger, reg)
 			if err != nil {
 				return err
@@ -280,4 +290,113 @@ func report(w io.Writer, j *collector.Job, res tsdb.AppendResult) {
 	}
 	fmt.Fprintf(w, "job %s (%s): %d tasks; samples cpu=%d memory=%d pids=%d; %s; %s\n",
 		j.ID, j.Source, len(j.Tasks), perResource["cpu"], perResource["memory"], perResource["pids"], span, stored)
+}
+
+func collectCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
+	var cfg collector.LiveConfig
+	cmd := &cobra.Command{
+		Use:   "collect --server URL [--job ID] [--template ID] -- COMMAND ARGS... | collect --attach CGROUP --job ID",
+		Short: "Sample a command's (or an existing) cgroup and stream it to a server, task by task",
+		Long: `collect runs COMMAND in a fresh cgroup (v2 where the controllers are
+available, else the v1 cpuacct, memory and pids controllers), samples its CPU,
+memory and PIDs, attributes each sample to the running task by following the
+ansible-runner job_events, and streams batches to the server. It exits with
+the command's exit code; a collector problem never fails the command. With
+--attach it samples an existing cgroup until it is empty or interrupted.
+
+Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
+--poll-interval) and a key of the --config file (poll-interval: 250ms).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := newLogger()
+			if err != nil {
+				return err
+			}
+			if cfg.Server == "" {
+				return errors.New("--server: the URL of a peakline serve is required")
+			}
+			if cfg.Attach == "" && len(args) == 0 {
+				return errors.New("give a command after --, or --attach CGROUP_PATH")
+			}
+			if cfg.Attach != "" && len(args) > 0 {
+				return errors.New("--attach: samples an existing cgroup; drop the command after --")
+			}
+			if cfg.Attach != "" && cfg.JobID == "" {
+				return errors.New("--job: is required with --attach")
+			}
+			cfg.Command = args
+			cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			cfg.Logger = logger
+			code, err := collector.Collect(cmd.Context(), cfg)
+			if err != nil {
+				logger.Warn("collector", "err", err)
+			}
+			if code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Server, "server", "", "base URL of the peakline serve to stream to")
+	f.StringVar(&cfg.JobID, "job", "", "job id (default: the runner ident, else host-time-pid)")
+	f.StringVar(&cfg.Template, "template", "", "job template id, for the server's collection policy")
+	f.StringVar(&cfg.EventsDir, "events", "", "job_events directory to follow (found by itself for ansible-runner run)")
+	f.StringVar(&cfg.Ident, "ident", "", "ansible-runner ident whose artifacts to follow")
+	f.StringVar(&cfg.Attach, "attach", "", "sample this existing cgroup instead of running a command")
+	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: user cache dir)")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", 250*time.Millisecond, "sampling interval")
+	f.DurationVar(&cfg.CPUInterval, "cpu-poll-interval", 0, "CPU sampling interval (default: --poll-interval)")
+	f.DurationVar(&cfg.MemoryInterval, "memory-poll-interval", 0, "memory sampling interval (default: --poll-interval)")
+	f.DurationVar(&cfg.PIDsInterval, "pid-poll-interval", 0, "PID sampling interval (default: --poll-interval)")
+	f.IntVar(&cfg.MaxQueueSamples, "max-queue-samples", 100_000, "samples held in memory before batches spool to disk")
+	return cmd
+}
+
+// applySettings fills every flag the command line did not set from the
+// environment (PEAKLINE_ + the flag name in upper snake case), then from
+// the --config file (keys are flag names). Explicit flags win.
+func applySettings(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
+	envName := func(flag string) string {
+		return "PEAKLINE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	}
+	path, _ := cmd.Flags().GetString("config")
+	if !cmd.Flags().Changed("config") {
+		if v, ok := lookupEnv(envName("config")); ok {
+			path = v
+		}
+	}
+	file := map[string]any{}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			return fmt.Errorf("--config: %s is not a YAML or JSON map of flag names to values: %w", path, err)
+		}
+	}
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "config" || f.Name == "help" {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			}
+			return
+		}
+		if v, ok := file[f.Name]; ok {
+			if err := f.Value.Set(fmt.Sprint(v)); err != nil {
+				errs = append(errs, fmt.Errorf("--config %s: key %s: %w", path, f.Name, err))
+			}
+			delete(file, f.Name)
+		}
+	})
+	for key := range file {
+		if cmd.Flags().Lookup(key) == nil {
+			errs = append(errs, fmt.Errorf("--config %s: unknown key %q (keys are the flag names of %q)", path, key, cmd.CommandPath()))
+		}
+	}
+	return errors.Join(errs...)
 }

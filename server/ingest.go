@@ -60,7 +60,7 @@ type ingestAnswer struct {
 
 // ingest answers POST /api/v1/ingest.
 func (s *Server) ingest(c echo.Context) error {
-	body, err := s.requestBody(c.Request(), "application/json")
+	body, err := requestBody(c.Request(), "application/json", s.cfg.MaxDecodedBytes)
 	if err != nil {
 		return err
 	}
@@ -105,8 +105,8 @@ func toBatch(in *ingestBatch) *tsdb.Batch {
 }
 
 // requestBody checks the media type and returns the body decompressed
-// (gzip when Content-Encoding says so) and bounded to MaxDecodedBytes.
-func (s *Server) requestBody(r *http.Request, mediaType string) (io.ReadCloser, error) {
+// (gzip when Content-Encoding says so) and bounded to limit bytes.
+func requestBody(r *http.Request, mediaType string, limit int64) (io.ReadCloser, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != mediaType {
@@ -125,7 +125,7 @@ func (s *Server) requestBody(r *http.Request, mediaType string) (io.ReadCloser, 
 	default:
 		return nil, fmt.Errorf("%w: Content-Encoding must be gzip or identity, got %q", errUnsupportedMedia, enc)
 	}
-	return &limitedBody{r: rc, left: s.cfg.MaxDecodedBytes}, nil
+	return &limitedBody{r: rc, left: limit}, nil
 }
 
 // limitedBody fails a read past its limit instead of truncating quietly.

@@ -36,6 +36,9 @@ type Config struct {
 	MaxBatchSamples int
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+	// SettingsPath is the file holding the collection policy; "" keeps
+	// it in memory.
+	SettingsPath string
 	// Prometheus configures the Prometheus-compatible API (prometheus.go).
 	Prometheus PromConfig
 }
@@ -85,6 +88,7 @@ type Server struct {
 	logger  *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
+	policy  *policy
 }
 
 // New builds a server over store. reg receives the server's own metrics
@@ -100,7 +104,11 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg)}
+	pol, err := loadPolicy(cfg.SettingsPath)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg), policy: pol}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -118,6 +126,10 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	api.GET("/jobs/:job/tasks", s.tasks)
 	api.DELETE("/jobs/:job", s.deleteJob)
 	api.POST("/ingest", s.ingest)
+	api.GET("/settings", s.getSettings)
+	api.PUT("/settings", s.putSettings)
+	api.GET("/templates/:id", s.getTemplate)
+	api.PUT("/templates/:id", s.putTemplate)
 	if err := s.registerPrometheus(e); err != nil {
 		return nil, err
 	}

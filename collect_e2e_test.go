@@ -1,0 +1,293 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needCgroups fails (skips only under -short) when this host cannot make
+// cgroups for the collector, saying why.
+func needCgroups(t *testing.T) {
+	t.Helper()
+	probe := "/sys/fs/cgroup/memory"
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		probe = "/sys/fs/cgroup"
+	}
+	dir := filepath.Join(probe, fmt.Sprintf("peakline-probe-%d", os.Getpid()))
+	err := os.Mkdir(dir, 0o755)
+	if err == nil {
+		_ = os.Remove(dir)
+		return
+	}
+	msg := fmt.Sprintf("the collector needs to create cgroups and cannot here (%v); run as root on a host with cgroup v1 or v2 mounted read-write", err)
+	if testing.Short() {
+		t.Skip(msg)
+	}
+	t.Fatal(msg)
+}
+
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		msg := fmt.Sprintf("%s not found: apt-get install -y %s (.ci/run installs it)", name, pkg)
+		if testing.Short() {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	return p
+}
+
+const collectPlaybook = `- name: collector end-to-end
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: burn some cpu
+      ansible.builtin.shell: "timeout 2 sh -c 'while :; do :; done' || true"
+      changed_when: true
+      notify: say goodbye
+    - name: allocate memory
+      ansible.builtin.command: python3 -c "import time; b = bytearray(300*1024*1024); time.sleep(2)"
+    - name: fork a burst of processes
+      ansible.builtin.shell: "for i in $(seq 1 25); do sleep 2 & done; wait"
+  handlers:
+    - name: say goodbye
+      ansible.builtin.command: sleep 0.5
+`
+
+// TestCollectAnsibleRunner runs a real playbook under peakline collect
+// against a real peakline serve and checks, through the graph API, that
+// every task carries its playbook_on_task_start counter and that the
+// memory and CPU peaks land on the tasks that caused them.
+func TestCollectAnsibleRunner(t *testing.T) {
+	needCgroups(t)
+	needTool(t, "ansible-runner", "python3-ansible-runner ansible")
+	data := t.TempDir()
+	s := serve(t, "--data", data)
+
+	pdd := t.TempDir()
+	for _, d := range []string{"project", "inventory"} {
+		if err := os.MkdirAll(filepath.Join(pdd, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(collectPlaybook), 0o644))
+	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+
+	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", "100ms",
+		"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", "e2e")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("collect: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "collection done") {
+		t.Fatalf("collect did not finish its collection:\n%s", out)
+	}
+
+	starts := readTaskStarts(t, filepath.Join(pdd, "artifacts", "e2e", "job_events"))
+	if len(starts) != 4 {
+		t.Fatalf("%d task starts in the artifacts, want 4 (3 tasks and a handler)", len(starts))
+	}
+	var g graphDoc
+	code, body := s.get(t, "/api/v1/jobs/e2e/graph?points=1000")
+	if code != 200 || json.Unmarshal(body, &g) != nil {
+		t.Fatalf("graph: %d %s", code, body)
+	}
+	byName := map[string]int64{}
+	for _, tk := range g.Tasks {
+		byName[tk.Name] = tk.Counter
+	}
+	var tasks struct {
+		Tasks []struct {
+			Counter int64  `json:"counter"`
+			Name    string `json:"name"`
+		} `json:"tasks"`
+	}
+	code, body = s.get(t, "/api/v1/jobs/e2e/tasks")
+	if code != 200 || json.Unmarshal(body, &tasks) != nil {
+		t.Fatalf("tasks: %d %s", code, body)
+	}
+	served := map[int64]string{}
+	for _, tk := range tasks.Tasks {
+		served[tk.Counter] = tk.Name
+	}
+	for _, st := range starts {
+		if _, ok := served[st.counter]; !ok {
+			t.Errorf("task start counter %d (uuid %s) is not a served task: %v", st.counter, st.uuid, served)
+		}
+	}
+	peak := map[string]*peakDoc{}
+	for _, sr := range g.Series {
+		peak[sr.Resource] = sr.Peak
+	}
+	if p := peak["memory"]; p == nil || p.V < 250e6 || served[p.Counter] != "allocate memory" {
+		t.Errorf("memory peak %+v (task %q), want >= 250 MB in \"allocate memory\"", p, served[peakCounter(p)])
+	}
+	if p := peak["cpu"]; p == nil || served[p.Counter] != "burn some cpu" {
+		t.Errorf("cpu peak %+v (task %q), want it in \"burn some cpu\"", p, served[peakCounter(p)])
+	}
+	if p := peak["pids"]; p == nil || p.V < 25 || served[p.Counter] != "fork a burst of processes" {
+		t.Errorf("pids peak %+v (task %q), want >= 25 in \"fork a burst of processes\"", p, served[peakCounter(p)])
+	}
+}
+
+type peakDoc struct {
+	T       int64   `json:"t"`
+	V       float64 `json:"v"`
+	Counter int64   `json:"counter"`
+}
+
+func peakCounter(p *peakDoc) int64 {
+	if p == nil {
+		return -1
+	}
+	return p.Counter
+}
+
+// graphDoc is the graph payload as a client reads it.
+type graphDoc struct {
+	Series []struct {
+		Resource   string   `json:"resource"`
+		RawSamples int      `json:"raw_samples"`
+		Peak       *peakDoc `json:"peak"`
+	} `json:"series"`
+	Tasks []struct {
+		Counter int64  `json:"counter"`
+		Name    string `json:"name"`
+	} `json:"tasks"`
+}
+
+var samplesRE = regexp.MustCompile(`collection done.* samples=(\d+)`)
+
+// TestCollectSurvivesServerRestart stops the server in the middle of a job
+// and starts it again on the same port: every sample the collector took
+// is stored, once.
+func TestCollectSurvivesServerRestart(t *testing.T) {
+	needCgroups(t)
+	data := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := serve(t, "--data", data, "--listen", addr)
+
+	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--job", "restart", "--poll-interval", "50ms",
+		"--spool-dir", t.TempDir(), "--", "sh", "-c", "sleep 6; exit 7")
+	outFile, err := os.CreateTemp(t.TempDir(), "collect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	must(t, cmd.Start())
+	time.Sleep(1500 * time.Millisecond)
+	s.stop(t)
+	time.Sleep(2 * time.Second)
+	s = serve(t, "--data", data, "--listen", addr)
+	err = cmd.Wait()
+	out, _ := os.ReadFile(outFile.Name())
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Fatalf("collect exit: %v, want the command's code 7\n%s", err, out)
+	}
+	m := samplesRE.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("collect did not report its samples:\n%s", out)
+	}
+	taken, _ := strconv.Atoi(string(m[1]))
+	var g graphDoc
+	code, body := s.get(t, "/api/v1/jobs/restart/graph?points=10000")
+	if code != 200 || json.Unmarshal(body, &g) != nil {
+		t.Fatalf("graph: %d %s", code, body)
+	}
+	stored := 0
+	for _, sr := range g.Series {
+		stored += sr.RawSamples
+	}
+	t.Logf("collector took %d samples over a server restart; the server stored %d", taken, stored)
+	if stored != taken || taken < 3*60 {
+		t.Fatalf("collector took %d samples, the server stored %d (want equal, and >= 180 at 50ms over 6s)\n%s", taken, stored, out)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectPolicyOff: with collection off for a template, collect runs
+// the command untouched, says so, passes its exit code and stores nothing.
+func TestCollectPolicyOff(t *testing.T) {
+	data := t.TempDir()
+	s := serve(t, "--data", data)
+	req := func(method, path, body string) {
+		t.Helper()
+		r, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %v %v", method, path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	req(http.MethodPut, "/api/v1/settings", `{"collection": "opt-in"}`)
+	req(http.MethodPut, "/api/v1/templates/on", `{"collection": "on"}`)
+	out, err := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--job", "skipped", "--template", "other",
+		"--spool-dir", t.TempDir(), "--", "sh", "-c", "echo ran; exit 3").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("collect exit: %v, want 3\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ran") || !strings.Contains(string(out), "not collecting") {
+		t.Fatalf("collect output does not show the command ran untouched:\n%s", out)
+	}
+	if code, _ := s.get(t, "/api/v1/jobs/skipped/graph"); code != 404 {
+		t.Fatalf("a job with collection off was stored: %d", code)
+	}
+}
+
+// Flags come from the command line, else PEAKLINE_* variables, else the
+// --config file; bad values name their source.
+func TestSettingsSources(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "peakline.yml")
+	must(t, os.WriteFile(cfgFile, []byte("poll-interval: 2s\nmax-queue-samples: 7\ntemplate: from-file\n"), 0o644))
+	env := map[string]string{"PEAKLINE_CONFIG": cfgFile, "PEAKLINE_TEMPLATE": "from-env"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cmd := rootCommand(io.Discard, io.Discard)
+	collect, _, err := cmd.Find([]string{"collect"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, collect.ParseFlags([]string{"--max-queue-samples", "9"}))
+	must(t, applySettings(collect, lookup))
+	get := func(name string) string { return collect.Flags().Lookup(name).Value.String() }
+	if get("poll-interval") != "2s" || get("max-queue-samples") != "9" || get("template") != "from-env" {
+		t.Fatalf("poll-interval=%s max-queue-samples=%s template=%s, want 2s (file), 9 (flag), from-env (env)",
+			get("poll-interval"), get("max-queue-samples"), get("template"))
+	}
+	env["PEAKLINE_POLL_INTERVAL"] = "soon"
+	collect2, _, _ := rootCommand(io.Discard, io.Discard).Find([]string{"collect"})
+	if err := applySettings(collect2, lookup); err == nil || !strings.Contains(err.Error(), "PEAKLINE_POLL_INTERVAL") {
+		t.Fatalf("bad env value: %v, want an error naming PEAKLINE_POLL_INTERVAL", err)
+	}
+	must(t, os.WriteFile(cfgFile, []byte("poll-intervall: 2s\n"), 0o644))
+	delete(env, "PEAKLINE_POLL_INTERVAL")
+	collect3, _, _ := rootCommand(io.Discard, io.Discard).Find([]string{"collect"})
+	if err := applySettings(collect3, lookup); err == nil || !strings.Contains(err.Error(), `unknown key "poll-intervall"`) {
+		t.Fatalf("unknown config key: %v", err)
+	}
+}
