@@ -382,6 +382,8 @@ func readTaskStarts(t *testing.T, dir string) []taskStart {
 		}
 		out = append(out, taskStart{ev.Counter, ev.EventData.TaskUUID, created.UnixMilli()})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ms < out[j].ms || out[i].ms == out[j].ms && out[i].counter < out[j].counter })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].ms < out[j].ms || out[i].ms == out[j].ms && out[i].counter < out[j].counter
+	})
 	return out
 }

@@ -137,4 +137,3 @@ func (s *Store) Delete(ctx context.Context, jobID string) error {
 	}
 	return nil
 }
-
