@@ -5,7 +5,7 @@ LISTEN  ?= 127.0.0.1:8080
 EXAMPLE ?= testdata/ansible/runner-basic
 EVENTS  ?= https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={counter_gte}&counter__lte={counter_lte}
 
-.PHONY: build run test test-short vet bench clean
+.PHONY: build run test test-short vet bench clean tools
 
 build:
 	$(GO) build -o $(BIN) .
@@ -13,11 +13,22 @@ build:
 # Serve the bundled example job (a real ansible-runner tree) on an embedded store.
 run: build
 	$(BIN) import --data $(DATA) $(EXAMPLE)
-	@echo "peakline: example job graph: http://$(LISTEN)/api/v1/jobs/demo2/graph?points=1000"
+	@echo "peakline: example job page: http://$(LISTEN)/jobs/demo2 (graph data: http://$(LISTEN)/api/v1/jobs/demo2/graph?points=1000)"
 	$(BIN) serve --data $(DATA) --listen $(LISTEN) --events-url '$(EVENTS)'
 
+# promtool and prometheus at the version of the linked Prometheus module, for
+# the remote-write/query tests and the side-by-side conformance test. The first
+# build takes ~10 minutes on 2 cores; later ones come from the build cache.
+PROM_VERSION ?= v0.316.0
+TOOLS_BIN    ?= $(CURDIR)/bin
+
+tools: $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus
+
+$(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/prometheus/prometheus/cmd/$(notdir $@)@$(PROM_VERSION)
+
 # Every test: unit, end-to-end over real HTTP, real data.
-test:
+test: tools
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 

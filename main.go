@@ -143,6 +143,11 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
 	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 128<<20, "largest request body accepted after decompression")
 	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
+	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
+	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
+	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", 8, "Prometheus API: queries evaluated at once; more wait")
+	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", 5*time.Minute, "Prometheus API: how far back an instant selector looks")
+	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", 5*time.Minute, "Prometheus API: window of rate(x) written without one in an instant query")
 	return cmd
 }
 

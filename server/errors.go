@@ -33,7 +33,10 @@ type errorBody struct {
 // statusOf maps an error to the HTTP status the client gets.
 func statusOf(err error) int {
 	var he *echo.HTTPError
+	var pe *promError // Prometheus API errors carry their status (prometheus_error.go)
 	switch {
+	case errors.As(err, &pe):
+		return pe.code
 	case errors.As(err, &he):
 		return he.Code
 	case errors.Is(err, errBadRequest), errors.Is(err, tsdb.ErrInvalid),
@@ -56,6 +59,10 @@ func statusOf(err error) int {
 // handleError is the one place errors become HTTP answers.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	// The Prometheus API answers in its own envelope (prometheus_error.go).
+	if s.writePromError(err, c) {
 		return
 	}
 	code := statusOf(err)

@@ -1,5 +1,8 @@
 // Package server is Peakline's HTTP face, on echo: the job graph, task and
-// job APIs, JSON ingest, health and self-metrics, and the web page routes.
+// job APIs, JSON ingest, the collection policy, the Prometheus-compatible
+// query API and remote write for Grafana and agents, health and
+// self-metrics, and the web page routes. The gzip middleware compresses
+// every answer, so handlers (and promhttp) must not compress their own.
 // It decides request limits and maps errors to HTTP answers in one place
 // (errors.go). It owns no storage or algorithms: jobs live in tsdb, points
 // are chosen by downsample, pages come from web.
@@ -104,6 +107,9 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	if cfg.Prometheus.Registerer == nil {
+		cfg.Prometheus.Registerer = reg
+	}
 	pol, err := loadPolicy(cfg.SettingsPath)
 	if err != nil {
 		return nil, err
@@ -119,7 +125,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
 
 	e.GET("/healthz", s.healthz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, DisableCompression: true})))
 	api := e.Group("/api/v1")
 	api.GET("/jobs", s.listJobs)
 	api.GET("/jobs/:job/graph", s.graph)

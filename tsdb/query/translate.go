@@ -1,0 +1,557 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metricsql"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// maxKeepNames bounds the metric names one keep_metric_names selector may
+// match: each name becomes a branch of the translated query.
+const maxKeepNames = 100
+
+// translator turns one parsed MetricsQL expression into a PromQL AST for
+// one evaluation. MetricsQL parsed it and expanded WITH templates; what is
+// left is MetricsQL's own extensions:
+//
+//   - a rollup function over a selector without a window (`rate(x)`) gets
+//     the step of a range query, or defaultWindow for an instant query.
+//     Unlike VictoriaMetrics, the engine does not reach back to the sample
+//     before the window, so a step shorter than two sample intervals finds
+//     too few samples for rate: write the window, or $__rate_interval;
+//     a rollup function over an expression that is not a selector
+//     (`rate(sum(x))`) gets an implicit subquery at the query step;
+//   - `expr[5m]` over an expression that is not a selector is a subquery
+//     at the query step, as in MetricsQL;
+//   - start(), end() and step() become numbers (seconds), and so do
+//     durations standing as numbers (`time() - 5m`);
+//   - keep_metric_names is rewritten with label_replace (see keepNames).
+//
+// Whatever the Prometheus engine cannot run (MetricsQL-only functions,
+// aggregations and operators, or-filters, limit, prefix and fill
+// modifiers) is refused with ErrBadData naming it.
+type translator struct {
+	ctx     context.Context
+	query   string // as the user wrote it, for error messages
+	startMs int64
+	endMs   int64
+	stepMs  int64 // 0 for an instant query
+	// unitMs is the step as MetricsQL sees it: the `i` of durations such
+	// as `[2i]` and the value of step(). An instant query's is its
+	// default window, as in VictoriaMetrics.
+	unitMs        int64
+	defaultWindow time.Duration // the window of a rollup written without one
+	// names lists the metric names a selector matches (keep_metric_names).
+	names func(ctx context.Context, ms []*labels.Matcher) ([]string, error)
+	// pinned holds selectors restricted to one metric name while a branch
+	// of a keep_metric_names rewrite is translated.
+	pinned map[*metricsql.MetricExpr]string
+}
+
+func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
+	switch e := e.(type) {
+	case *metricsql.NumberExpr:
+		return &parser.NumberLiteral{Val: e.N}, nil
+	case *metricsql.StringExpr:
+		return &parser.StringLiteral{Val: e.S}, nil
+	case *metricsql.DurationExpr:
+		return &parser.NumberLiteral{Val: float64(e.Duration(t.unitMs)) / 1000}, nil
+	case *metricsql.MetricExpr:
+		return t.selector(e)
+	case *metricsql.RollupExpr:
+		return t.rollup(e)
+	case *metricsql.FuncExpr:
+		if e.KeepMetricNames {
+			return t.keepNames(e, func() (parser.Expr, error) { return t.call(e) })
+		}
+		return t.call(e)
+	case *metricsql.AggrFuncExpr:
+		return t.aggregate(e)
+	case *metricsql.BinaryOpExpr:
+		if e.KeepMetricNames {
+			return t.keepNames(e, func() (parser.Expr, error) { return t.binary(e) })
+		}
+		return t.binary(e)
+	}
+	return nil, badData("%s: this MetricsQL expression has no PromQL equivalent", e.AppendString(nil))
+}
+
+// selector translates a series selector to a PromQL vector selector.
+func (t *translator) selector(me *metricsql.MetricExpr) (*parser.VectorSelector, error) {
+	if len(me.LabelFilterss) != 1 {
+		return nil, badData("%s: or-delimited label filters are MetricsQL-only; join whole selectors with the or operator instead", me.AppendString(nil))
+	}
+	ms, err := matchers(me.LabelFilterss[0])
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := t.pinned[me]; ok {
+		ms = slices.DeleteFunc(ms, func(m *labels.Matcher) bool { return m.Name == labels.MetricName })
+		ms = append(ms, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name))
+	}
+	vs := &parser.VectorSelector{LabelMatchers: ms}
+	// Print the name in front only where PromQL allows it unquoted and
+	// alone; otherwise it stays a __name__ matcher inside the braces.
+	var nameMatchers []*labels.Matcher
+	for _, m := range ms {
+		if m.Name == labels.MetricName {
+			nameMatchers = append(nameMatchers, m)
+		}
+	}
+	if len(nameMatchers) == 1 && nameMatchers[0].Type == labels.MatchEqual && model.LegacyValidation.IsValidMetricName(nameMatchers[0].Value) {
+		vs.Name = nameMatchers[0].Value
+	}
+	return vs, nil
+}
+
+// matchers converts MetricsQL label filters to Prometheus matchers.
+func matchers(lfs []metricsql.LabelFilter) ([]*labels.Matcher, error) {
+	ms := make([]*labels.Matcher, 0, len(lfs))
+	for _, lf := range lfs {
+		typ := labels.MatchEqual
+		switch {
+		case lf.IsRegexp && lf.IsNegative:
+			typ = labels.MatchNotRegexp
+		case lf.IsRegexp:
+			typ = labels.MatchRegexp
+		case lf.IsNegative:
+			typ = labels.MatchNotEqual
+		}
+		m, err := labels.NewMatcher(typ, lf.Label, lf.Value)
+		if err != nil {
+			return nil, badData("label filter %s: %v", lf.AppendString(nil), err)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// rollup translates `x[w]`, `x offset d`, `x @ t` and subqueries that
+// stand as an expression of their own.
+func (t *translator) rollup(re *metricsql.RollupExpr) (parser.Expr, error) {
+	me, isSelector := re.Expr.(*metricsql.MetricExpr)
+	switch {
+	case re.ForSubquery():
+		return t.subquery(re, t.duration(re.Window), t.duration(re.Step))
+	case re.Window != nil && isSelector:
+		return t.matrix(me, re, t.duration(re.Window))
+	case re.Window != nil:
+		// MetricsQL reads `sum(x)[5m]` as a subquery at the query step.
+		return t.subquery(re, t.duration(re.Window), t.implicitStep())
+	case isSelector:
+		vs, err := t.selector(me)
+		if err != nil {
+			return nil, err
+		}
+		return vs, t.modifiers(re, &vs.OriginalOffset, &vs.Timestamp, &vs.StartOrEnd)
+	}
+	return nil, badData("%s: offset and @ apply to selectors and subqueries only in PromQL; move them onto the selectors", re.AppendString(nil))
+}
+
+// matrixArg translates an argument where PromQL wants a range vector.
+func (t *translator) matrixArg(e metricsql.Expr) (parser.Expr, error) {
+	switch e := e.(type) {
+	case *metricsql.MetricExpr:
+		return t.matrix(e, nil, t.defaultWindow)
+	case *metricsql.RollupExpr:
+		if e.Window != nil || e.ForSubquery() {
+			return t.rollup(e)
+		}
+		if me, ok := e.Expr.(*metricsql.MetricExpr); ok {
+			return t.matrix(me, e, t.defaultWindow)
+		}
+		return t.subquery(e, t.defaultWindow, t.implicitStep())
+	}
+	inner, err := t.expr(e)
+	if err != nil {
+		return nil, err
+	}
+	return &parser.SubqueryExpr{Expr: paren(inner), Range: t.defaultWindow, Step: t.implicitStep()}, nil
+}
+
+// matrix builds `selector[window]` with the offset and @ of re, if any.
+func (t *translator) matrix(me *metricsql.MetricExpr, re *metricsql.RollupExpr, window time.Duration) (parser.Expr, error) {
+	vs, err := t.selector(me)
+	if err != nil {
+		return nil, err
+	}
+	if re != nil {
+		if err := t.modifiers(re, &vs.OriginalOffset, &vs.Timestamp, &vs.StartOrEnd); err != nil {
+			return nil, err
+		}
+	}
+	return &parser.MatrixSelector{VectorSelector: vs, Range: window}, nil
+}
+
+// subquery builds `(inner)[window:step]` with the offset and @ of re.
+func (t *translator) subquery(re *metricsql.RollupExpr, window, step time.Duration) (parser.Expr, error) {
+	inner, err := t.expr(re.Expr)
+	if err != nil {
+		return nil, err
+	}
+	sq := &parser.SubqueryExpr{Expr: paren(inner), Range: window, Step: step}
+	return sq, t.modifiers(re, &sq.OriginalOffset, &sq.Timestamp, &sq.StartOrEnd)
+}
+
+// modifiers copies the offset and @ of re into a selector or subquery.
+func (t *translator) modifiers(re *metricsql.RollupExpr, offset *time.Duration, at **int64, startOrEnd *parser.ItemType) error {
+	if re.Offset != nil {
+		*offset = t.duration(re.Offset)
+	}
+	switch a := re.At.(type) {
+	case nil:
+	case *metricsql.NumberExpr:
+		ms := int64(math.Round(a.N * 1000))
+		*at = &ms
+	case *metricsql.FuncExpr:
+		switch strings.ToLower(a.Name) {
+		case "start":
+			*startOrEnd = parser.START
+		case "end":
+			*startOrEnd = parser.END
+		default:
+			return badData("%s: @ takes a unix time, start() or end()", re.AppendString(nil))
+		}
+	default:
+		return badData("%s: @ takes a unix time, start() or end()", re.AppendString(nil))
+	}
+	return nil
+}
+
+// duration resolves a MetricsQL duration (which may be in steps, `1i`).
+func (t *translator) duration(d *metricsql.DurationExpr) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return time.Duration(d.Duration(t.unitMs)) * time.Millisecond
+}
+
+// implicitStep is the step of a subquery MetricsQL adds on its own: the
+// query step, or for an instant query the engine's default.
+func (t *translator) implicitStep() time.Duration {
+	return time.Duration(t.stepMs) * time.Millisecond
+}
+
+// unsupported refuses a function the engine cannot run, naming it as the
+// user wrote it.
+func (t *translator) unsupported(name string) error {
+	what := fmt.Sprintf("function %q", name)
+	if re, ok := templateOf[name]; ok {
+		if m := re.FindString(t.query); m != "" {
+			tmpl := strings.TrimRight(strings.TrimSuffix(strings.TrimSpace(m), "("), " \t")
+			what = fmt.Sprintf("function %q (MetricsQL expands it to %s)", tmpl, name)
+		}
+	}
+	return &Error{Type: ErrBadData, Err: fmt.Errorf("%s: %w", what, ErrUnsupportedFunction)}
+}
+
+// templateOf names the built-in MetricsQL templates whose expansion uses
+// a function PromQL lacks, so that errors name what the user wrote.
+var templateOf = map[string]*regexp.Regexp{
+	"range_quantile":     regexp.MustCompile(`(?i)\brange_median\s*\(`),
+	"label_set":          regexp.MustCompile(`(?i)\balias\s*\(`),
+	"smooth_exponential": regexp.MustCompile(`(?i)\bttf\s*\(`),
+}
+
+// call translates a function call.
+func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
+	name := strings.ToLower(fe.Name)
+	switch {
+	case name == "":
+		return nil, badData("%s: unions of series lists are MetricsQL-only; join them with the or operator instead", fe.AppendString(nil))
+	case len(fe.Args) == 0 && name == "start":
+		return &parser.NumberLiteral{Val: float64(t.startMs) / 1000}, nil
+	case len(fe.Args) == 0 && name == "end":
+		return &parser.NumberLiteral{Val: float64(t.endMs) / 1000}, nil
+	case len(fe.Args) == 0 && name == "step":
+		return &parser.NumberLiteral{Val: float64(t.unitMs) / 1000}, nil
+	}
+	fn, ok := parser.Functions[name]
+	if !ok || fn.Experimental {
+		return nil, t.unsupported(name)
+	}
+	args := make(parser.Expressions, 0, len(fe.Args))
+	for i, a := range fe.Args {
+		var (
+			pe  parser.Expr
+			err error
+		)
+		if argType(fn, i) == parser.ValueTypeMatrix {
+			pe, err = t.matrixArg(a)
+		} else {
+			pe, err = t.expr(a)
+		}
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, pe)
+	}
+	return &parser.Call{Func: fn, Args: args}, nil
+}
+
+// argType is the type PromQL wants for argument i of fn.
+func argType(fn *parser.Function, i int) parser.ValueType {
+	switch {
+	case i < len(fn.ArgTypes):
+		return fn.ArgTypes[i]
+	case len(fn.ArgTypes) > 0:
+		return fn.ArgTypes[len(fn.ArgTypes)-1]
+	}
+	return parser.ValueTypeNone
+}
+
+var aggregators = map[string]parser.ItemType{
+	"sum":          parser.SUM,
+	"avg":          parser.AVG,
+	"count":        parser.COUNT,
+	"min":          parser.MIN,
+	"max":          parser.MAX,
+	"group":        parser.GROUP,
+	"stddev":       parser.STDDEV,
+	"stdvar":       parser.STDVAR,
+	"topk":         parser.TOPK,
+	"bottomk":      parser.BOTTOMK,
+	"quantile":     parser.QUANTILE,
+	"count_values": parser.COUNT_VALUES,
+}
+
+// aggregate translates an aggregation.
+func (t *translator) aggregate(ae *metricsql.AggrFuncExpr) (parser.Expr, error) {
+	op, ok := aggregators[strings.ToLower(ae.Name)]
+	if !ok {
+		return nil, t.unsupported(strings.ToLower(ae.Name))
+	}
+	if ae.Limit > 0 {
+		return nil, badData("%s: the limit modifier is MetricsQL-only; use topk or bottomk", ae.AppendString(nil))
+	}
+	want := 1
+	if op.IsAggregatorWithParam() {
+		want = 2
+	}
+	if len(ae.Args) != want {
+		return nil, badData("%s: %s takes %d argument(s), got %d", ae.AppendString(nil), ae.Name, want, len(ae.Args))
+	}
+	out := &parser.AggregateExpr{Op: op}
+	var err error
+	if want == 2 {
+		if out.Param, err = t.expr(ae.Args[0]); err != nil {
+			return nil, err
+		}
+	}
+	if out.Expr, err = t.expr(ae.Args[want-1]); err != nil {
+		return nil, err
+	}
+	switch strings.ToLower(ae.Modifier.Op) {
+	case "":
+	case "by":
+		out.Grouping = slices.Clone(ae.Modifier.Args)
+	case "without":
+		out.Grouping = slices.Clone(ae.Modifier.Args)
+		out.Without = true
+	default:
+		return nil, badData("%s: unknown grouping modifier %q", ae.AppendString(nil), ae.Modifier.Op)
+	}
+	return out, nil
+}
+
+var binaryOps = map[string]parser.ItemType{
+	"+": parser.ADD, "-": parser.SUB, "*": parser.MUL, "/": parser.DIV, "%": parser.MOD, "^": parser.POW,
+	"atan2": parser.ATAN2,
+	"==":    parser.EQLC, "!=": parser.NEQ, ">": parser.GTR, "<": parser.LSS, ">=": parser.GTE, "<=": parser.LTE,
+	"and": parser.LAND, "or": parser.LOR, "unless": parser.LUNLESS,
+}
+
+// binary translates a binary operation with its matching modifiers.
+func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
+	op, ok := binaryOps[strings.ToLower(be.Op)]
+	if !ok {
+		return nil, badData("%s: the %s operator is MetricsQL-only", be.AppendString(nil), be.Op)
+	}
+	if be.JoinModifierPrefix != nil {
+		return nil, badData("%s: the prefix modifier is MetricsQL-only", be.AppendString(nil))
+	}
+	if be.FillLeft != nil || be.FillRight != nil {
+		return nil, badData("%s: fill modifiers are not supported", be.AppendString(nil))
+	}
+	lhs, err := t.expr(be.Left)
+	if err != nil {
+		return nil, err
+	}
+	rhs, err := t.expr(be.Right)
+	if err != nil {
+		return nil, err
+	}
+	out := &parser.BinaryExpr{Op: op, LHS: operand(lhs), RHS: operand(rhs), ReturnBool: be.Bool}
+	vm := &parser.VectorMatching{Card: parser.CardOneToOne}
+	if op.IsSetOperator() {
+		vm.Card = parser.CardManyToMany
+	}
+	switch strings.ToLower(be.GroupModifier.Op) {
+	case "":
+	case "on":
+		vm.On = true
+		vm.MatchingLabels = slices.Clone(be.GroupModifier.Args)
+	case "ignoring":
+		vm.MatchingLabels = slices.Clone(be.GroupModifier.Args)
+	default:
+		return nil, badData("%s: unknown matching modifier %q", be.AppendString(nil), be.GroupModifier.Op)
+	}
+	switch strings.ToLower(be.JoinModifier.Op) {
+	case "":
+	case "group_left":
+		vm.Card = parser.CardManyToOne
+		vm.Include = slices.Clone(be.JoinModifier.Args)
+	case "group_right":
+		vm.Card = parser.CardOneToMany
+		vm.Include = slices.Clone(be.JoinModifier.Args)
+	default:
+		return nil, badData("%s: unknown join modifier %q", be.AppendString(nil), be.JoinModifier.Op)
+	}
+	out.VectorMatching = vm
+	return out, nil
+}
+
+// operand parenthesises a binary operand where printing it bare would
+// change how PromQL reads it: the printer adds no parentheses itself.
+func operand(e parser.Expr) parser.Expr {
+	switch e := e.(type) {
+	case *parser.BinaryExpr:
+		return paren(e)
+	case *parser.NumberLiteral:
+		if math.Signbit(e.Val) {
+			return paren(e)
+		}
+	}
+	return e
+}
+
+func paren(e parser.Expr) parser.Expr {
+	if _, ok := e.(*parser.ParenExpr); ok {
+		return e
+	}
+	return &parser.ParenExpr{Expr: e}
+}
+
+// keepNames implements keep_metric_names on a function or binary
+// operation: PromQL drops the metric name there, so every metric name the
+// source selector can match gets a branch of its own, translated with the
+// selector pinned to that name, and the name is put back with
+// label_replace; the branches are joined with `or on(__name__)`. The source is the
+// series argument of a function (or the left operand of an operation),
+// which must be a selector, possibly under a window, offset or another
+// keep_metric_names.
+func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, error)) (parser.Expr, error) {
+	src := keepSource(e)
+	if src == nil {
+		return nil, badData("%s: keep_metric_names needs a metric selector as the series argument (or left operand)", e.AppendString(nil))
+	}
+	var names []string
+	if name, ok := t.pinned[src]; ok {
+		names = []string{name}
+	} else {
+		if len(src.LabelFilterss) != 1 {
+			return nil, badData("%s: or-delimited label filters are MetricsQL-only; join whole selectors with the or operator instead", src.AppendString(nil))
+		}
+		ms, err := matchers(src.LabelFilterss[0])
+		if err != nil {
+			return nil, err
+		}
+		if names, err = t.names(t.ctx, ms); err != nil {
+			return nil, err
+		}
+		if len(names) > maxKeepNames {
+			return nil, badData("%s: keep_metric_names over %d metric names, at most %d allowed; narrow the selector", e.AppendString(nil), len(names), maxKeepNames)
+		}
+	}
+	if len(names) == 0 {
+		return build() // nothing matches: the result is empty anyway
+	}
+	labelReplace := parser.Functions["label_replace"]
+	var out parser.Expr
+	for _, name := range names {
+		if t.pinned == nil {
+			t.pinned = map[*metricsql.MetricExpr]string{}
+		}
+		prev, had := t.pinned[src]
+		t.pinned[src] = name
+		branch, err := build()
+		if had {
+			t.pinned[src] = prev
+		} else {
+			delete(t.pinned, src)
+		}
+		if err != nil {
+			return nil, err
+		}
+		named := &parser.Call{Func: labelReplace, Args: parser.Expressions{
+			branch,
+			&parser.StringLiteral{Val: labels.MetricName},
+			&parser.StringLiteral{Val: name},
+			&parser.StringLiteral{Val: ""},
+			&parser.StringLiteral{Val: ""},
+		}}
+		if out == nil {
+			out = named
+			continue
+		}
+		// `or` matches series on their labels without the metric name,
+		// which is all the branches differ in: match on the name instead.
+		out = &parser.BinaryExpr{Op: parser.LOR, LHS: operand(out), RHS: named, VectorMatching: &parser.VectorMatching{
+			Card: parser.CardManyToMany, On: true, MatchingLabels: []string{labels.MetricName},
+		}}
+	}
+	return out, nil
+}
+
+// keepSource finds the selector whose metric name keep_metric_names on
+// e keeps: the first series argument of a function, the left operand of
+// a binary operation.
+func keepSource(e metricsql.Expr) *metricsql.MetricExpr {
+	switch e := e.(type) {
+	case *metricsql.FuncExpr:
+		fn, ok := parser.Functions[strings.ToLower(e.Name)]
+		if !ok {
+			return nil
+		}
+		for i, a := range e.Args {
+			if typ := argType(fn, i); typ == parser.ValueTypeVector || typ == parser.ValueTypeMatrix {
+				return nameCarrier(a)
+			}
+		}
+	case *metricsql.BinaryOpExpr:
+		return nameCarrier(e.Left)
+	}
+	return nil
+}
+
+// nameCarrier returns the selector whose metric name reaches the value of
+// e unchanged: e itself, e under a window, offset or @, or the source of
+// an inner keep_metric_names.
+func nameCarrier(e metricsql.Expr) *metricsql.MetricExpr {
+	switch e := e.(type) {
+	case *metricsql.MetricExpr:
+		return e
+	case *metricsql.RollupExpr:
+		if !e.ForSubquery() {
+			return nameCarrier(e.Expr)
+		}
+	case *metricsql.FuncExpr:
+		if e.KeepMetricNames {
+			return keepSource(e)
+		}
+	case *metricsql.BinaryOpExpr:
+		if e.KeepMetricNames {
+			return keepSource(e)
+		}
+	}
+	return nil
+}
