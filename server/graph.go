@@ -15,7 +15,10 @@ import (
 
 // graph answers GET /api/v1/jobs/{job}/graph?points=N&from=MS&to=MS&algorithm=NAME.
 func (s *Server) graph(c echo.Context) error {
-	jobID := c.Param("job")
+	jobID, err := jobParam(c)
+	if err != nil {
+		return err
+	}
 	points, err := intParam(c, "points", downsample.DefaultPoints)
 	if err != nil {
 		return err
@@ -70,7 +73,10 @@ type taskList struct {
 // tasks answers GET /api/v1/jobs/{job}/tasks: every task with exact
 // statistics over the whole job.
 func (s *Server) tasks(c echo.Context) error {
-	jobID := c.Param("job")
+	jobID, err := jobParam(c)
+	if err != nil {
+		return err
+	}
 	job, err := s.store.ReadJob(c.Request().Context(), jobID, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return err
@@ -153,4 +159,19 @@ func window(c echo.Context) (fromMs, toMs int64, err error) {
 		return 0, 0, badRequest("from: must not be after to (from=%d, to=%d)", fromMs, toMs)
 	}
 	return fromMs, toMs, nil
+}
+
+// jobParam is the job id of the path, %-decoded. Echo routes on the raw
+// path when the request has one (an escaped "/" in an id such as "a%2Fb"),
+// and then hands out parameters still escaped; otherwise on the decoded
+// path, whose parameters must not be decoded twice ("50%25off").
+func jobParam(c echo.Context) (string, error) {
+	if c.Request().URL.RawPath == "" {
+		return c.Param("job"), nil
+	}
+	id, err := url.PathUnescape(c.Param("job"))
+	if err != nil {
+		return "", badRequest("job: the job id in the path is not properly escaped: %v", err)
+	}
+	return id, nil
 }

@@ -54,7 +54,10 @@ func (s *Server) listJobs(c echo.Context) error {
 
 // deleteJob answers DELETE /api/v1/jobs/{job}.
 func (s *Server) deleteJob(c echo.Context) error {
-	id := c.Param("job")
+	id, err := jobParam(c)
+	if err != nil {
+		return err
+	}
 	if err := s.store.Delete(c.Request().Context(), id); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -494,5 +495,26 @@ func TestGzipResponse(t *testing.T) {
 	var g graphDoc
 	if err := json.NewDecoder(zr).Decode(&g); err != nil || len(g.Series) != 3 {
 		t.Fatalf("gzip body: %v, %d series", err, len(g.Series))
+	}
+}
+
+// Job ids with characters that must be escaped in a path work.
+func TestEscapedJobIDs(t *testing.T) {
+	hs, _ := newTestServer(t)
+	for _, id := range []string{"ansible-perf-2026-11-30T03:39:20.072139", "team/a b", "50%off"} {
+		job := workload.AnsibleJob(id, workload.JobSpec{Tasks: 2, SamplesPerResource: 10, StartMs: 1796009960000}, 1)
+		if code, body := post(t, hs.URL+"/api/v1/ingest", batchJSON(job), nil); code != 200 {
+			t.Fatalf("ingest %q: %d %s", id, code, body)
+		}
+		var g graphDoc
+		if code := getJSON(t, hs.URL+"/api/v1/jobs/"+url.PathEscape(id)+"/graph", &g); code != 200 || g.JobID != id {
+			t.Fatalf("graph of %q: %d, job_id %q", id, code, g.JobID)
+		}
+		req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/api/v1/jobs/"+url.PathEscape(id), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("delete %q: %v %v", id, resp, err)
+		}
+		resp.Body.Close()
 	}
 }
