@@ -1,0 +1,468 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// --- synthetic jobs, as JSON ingest batches ---
+
+type webBatch struct {
+	JobID     string           `json:"job_id"`
+	Tasks     []webBatchTask   `json:"tasks,omitempty"`
+	LastEvent *webBatchEvent   `json:"last_event,omitempty"`
+	Series    []webBatchSeries `json:"series,omitempty"`
+}
+
+type webBatchTask struct {
+	Counter int64  `json:"counter"`
+	UUID    string `json:"uuid"`
+	Name    string `json:"name"`
+	Start   int64  `json:"start"`
+}
+
+type webBatchEvent struct {
+	Counter int64 `json:"counter"`
+	Time    int64 `json:"time"`
+}
+
+type webBatchSeries struct {
+	Resource string    `json:"resource"`
+	Counter  int64     `json:"counter"`
+	UUID     string    `json:"uuid"`
+	Task     string    `json:"task"`
+	T        []int64   `json:"t"`
+	V        []float64 `json:"v"`
+}
+
+func webUUID(i int) string { return fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d", i) }
+
+// webEmptyJob has three tasks and no samples.
+func webEmptyJob(startMs int64) *webBatch {
+	b := &webBatch{JobID: "web-empty", LastEvent: &webBatchEvent{Counter: 12, Time: startMs + 9000}}
+	for i := range 3 {
+		b.Tasks = append(b.Tasks, webBatchTask{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), Start: startMs + int64(i)*3000})
+	}
+	return b
+}
+
+// webOneSampleJob has one task with one CPU sample.
+func webOneSampleJob(startMs int64) *webBatch {
+	return &webBatch{
+		JobID:     "web-one-sample",
+		Tasks:     []webBatchTask{{Counter: 3, UUID: webUUID(1), Name: "the only task", Start: startMs}},
+		LastEvent: &webBatchEvent{Counter: 5, Time: startMs + 2000},
+		Series:    []webBatchSeries{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", T: []int64{startMs + 500}, V: []float64{42}}},
+	}
+}
+
+// webManyTasksJob has webManyTasks tasks of 400 ms. Each has two CPU
+// samples; every tenth also memory and PIDs samples (the store's cost is
+// per series, one per task and resource); task 7777 holds the memory peak.
+func webManyTasksJob(startMs int64) *webBatch {
+	b := &webBatch{JobID: "web-many-tasks", LastEvent: &webBatchEvent{Counter: int64(3 * (webManyTasks + 1)), Time: startMs + webManyTasks*400}}
+	res := map[string][]webBatchSeries{}
+	for i := range webManyTasks {
+		counter := int64(3 + 3*i)
+		name := fmt.Sprintf("step %05d: configure item", i)
+		start := startMs + int64(i)*400
+		b.Tasks = append(b.Tasks, webBatchTask{Counter: counter, UUID: webUUID(i), Name: name, Start: start})
+		ts := []int64{start + 100, start + 300}
+		wave := float64(i % 97)
+		add := func(r string, vs ...float64) {
+			res[r] = append(res[r], webBatchSeries{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, T: ts, V: vs})
+		}
+		add("cpu", 20+wave, 30+wave/2)
+		if i%10 == 0 || i == 7777 {
+			mem := 200e6 + 1e6*wave
+			if i == 7777 {
+				mem = 2.5e9
+			}
+			add("memory", mem, mem-1e6)
+			add("pids", 5+float64(i%7), 6)
+		}
+	}
+	for _, r := range []string{"cpu", "memory", "pids"} {
+		b.Series = append(b.Series, res[r]...)
+	}
+	return b
+}
+
+// webLiveJob is running: its newest samples are from nowMs.
+func webLiveJob(nowMs int64) *webBatch {
+	start := nowMs - 20_000
+	b := &webBatch{JobID: "web-live", Tasks: []webBatchTask{{Counter: 3, UUID: webUUID(1), Name: "still running", Start: start}}}
+	s := webBatchSeries{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
+	for ts := start + 250; ts <= nowMs; ts += 250 {
+		s.T = append(s.T, ts)
+		s.V = append(s.V, float64(50+ts%40))
+	}
+	b.Series = append(b.Series, s)
+	return b
+}
+
+// webIngest posts one batch to the server's JSON ingest.
+func webIngest(t *testing.T, base string, b *webBatch) {
+	t.Helper()
+	body, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(base+"/api/v1/ingest", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("ingest %s: %v", b.JobID, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("ingest %s: %s: %s", b.JobID, resp.Status, answer)
+	}
+}
+
+// --- the graph payload, as the test reads it ---
+
+type webGraph struct {
+	From      int64          `json:"from"`
+	To        int64          `json:"to"`
+	Points    int            `json:"points"`
+	Series    []webGraphLine `json:"series"`
+	Tasks     []webGraphTask `json:"tasks"`
+	EventsURL string         `json:"events_url"`
+}
+
+type webGraphLine struct {
+	Resource string  `json:"resource"`
+	T        []int64 `json:"t"`
+	Peak     *struct {
+		T       int64   `json:"t"`
+		V       float64 `json:"v"`
+		Counter int64   `json:"counter"`
+	} `json:"peak"`
+}
+
+type webGraphTask struct {
+	Counter int64  `json:"counter"`
+	Name    string `json:"name"`
+	Events  *struct {
+		GTE int64 `json:"counter_gte"`
+		LTE int64 `json:"counter_lte"`
+	} `json:"events"`
+}
+
+func (g *webGraph) series(resource string) *webGraphLine {
+	for i := range g.Series {
+		if g.Series[i].Resource == resource {
+			return &g.Series[i]
+		}
+	}
+	return nil
+}
+
+func (g *webGraph) task(counter int64) *webGraphTask {
+	for i := range g.Tasks {
+		if g.Tasks[i].Counter == counter {
+			return &g.Tasks[i]
+		}
+	}
+	return nil
+}
+
+// webFetchGraph repeats a graph request the page made, to compare what
+// it drew with what it got.
+func webFetchGraph(t *testing.T, u string) *webGraph {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var g webGraph
+	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", u, resp.Status, err)
+	}
+	return &g
+}
+
+func webQuery(t *testing.T, u string) url.Values {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Query()
+}
+
+// --- the browser ---
+
+// webBrowser starts headless Chromium with a throwaway profile.
+func webBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(webViewportW, webViewportH),
+	)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// webTab is one browser tab that records the page's API requests and
+// every console error, exception and browser log error.
+type webTab struct {
+	ctx      context.Context
+	mu       sync.Mutex
+	api      []string
+	problems []string
+}
+
+var webGraphPath = regexp.MustCompile(`/api/v1/jobs/[^/]+/graph\?`)
+
+func webOpenTab(t *testing.T, browser context.Context) *webTab {
+	t.Helper()
+	tab := &webTab{}
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithListener(tab.listen))
+	t.Cleanup(cancel)
+	tab.ctx = ctx
+	// The first action opens the tab and ties it to the context it runs
+	// with, so it must run on ctx itself, not on one with a timeout.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(webViewportW, webViewportH)); err != nil {
+		t.Fatalf("open a browser tab: %v", err)
+	}
+	return tab
+}
+
+// listen runs in the tab's event loop: record and return.
+func (tab *webTab) listen(ev any) {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	switch ev := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		if strings.Contains(ev.Request.URL, "/api/") {
+			tab.api = append(tab.api, ev.Request.URL)
+		}
+	case *runtime.EventConsoleAPICalled:
+		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+			var args []string
+			for _, a := range ev.Args {
+				if len(a.Value) > 0 {
+					args = append(args, string(a.Value))
+				} else {
+					args = append(args, a.Description)
+				}
+			}
+			tab.problems = append(tab.problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+		}
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		msg := d.Text
+		if d.Exception != nil {
+			msg += " " + d.Exception.Description
+		}
+		tab.problems = append(tab.problems, fmt.Sprintf("exception at %s:%d: %s", d.URL, d.LineNumber+1, msg))
+	case *cdplog.EventEntryAdded:
+		if ev.Entry.Level == cdplog.EntryLevelError {
+			tab.problems = append(tab.problems, fmt.Sprintf("browser log (%s): %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
+		}
+	}
+}
+
+func (tab *webTab) apiRequests() []string {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	return append([]string(nil), tab.api...)
+}
+
+func (tab *webTab) graphRequests() []string {
+	var out []string
+	for _, u := range tab.apiRequests() {
+		if webGraphPath.MatchString(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func (tab *webTab) checkProblems(t *testing.T) {
+	t.Helper()
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	for _, p := range tab.problems {
+		t.Errorf("page problem: %s", p)
+	}
+}
+
+func (tab *webTab) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, webTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+}
+
+func webEval[T any](t *testing.T, tab *webTab, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, webTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+func (tab *webTab) navigate(t *testing.T, u string) {
+	t.Helper()
+	tab.do(t, chromedp.Navigate(u))
+}
+
+// poll waits until a JavaScript expression is truthy.
+func (tab *webTab) poll(t *testing.T, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, webTimeout)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(webTimeout-time.Second), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		tab.checkProblems(t)
+		t.Fatalf("waiting for %s: %v", expr, err)
+	}
+}
+
+// waitLoads waits until the job page has shown n graph payloads.
+func (tab *webTab) waitLoads(t *testing.T, n int) {
+	t.Helper()
+	tab.poll(t, fmt.Sprintf(`window.peakline && window.peakline.ready && window.peakline.loads >= %d`, n))
+	if msg := webEval[string](t, tab, `window.peakline.error || ''`); msg != "" {
+		t.Fatalf("the page shows an error: %s", msg)
+	}
+}
+
+// settle gives a page time to make requests it should not make.
+func (tab *webTab) settle() { time.Sleep(500 * time.Millisecond) }
+
+// waitText waits until the element's text contains want, and returns it.
+func (tab *webTab) waitText(t *testing.T, sel, want string) string {
+	t.Helper()
+	q, _ := json.Marshal(sel)
+	w, _ := json.Marshal(want)
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && !e.hidden && e.textContent.includes(%s); })()`, q, w)
+	ctx, cancel := context.WithTimeout(tab.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(4*time.Second))); err != nil {
+		got := webEval[string](t, tab, fmt.Sprintf(`(document.querySelector(%s) || {}).textContent || '(missing)'`, q))
+		t.Fatalf("%s shows %q, want it to contain %q", sel, got, want)
+	}
+	return webEval[string](t, tab, fmt.Sprintf(`document.querySelector(%s).textContent`, q))
+}
+
+func (tab *webTab) opened(t *testing.T) []string {
+	t.Helper()
+	return webEval[[]string](t, tab, `window.__opened || []`)
+}
+
+// waitOpened waits until window.open was called n times in all.
+func (tab *webTab) waitOpened(t *testing.T, n int) []string {
+	t.Helper()
+	tab.poll(t, fmt.Sprintf(`(window.__opened || []).length >= %d`, n))
+	return tab.opened(t)
+}
+
+type webRect struct {
+	X float64 `json:"x"`
+	Y float64 `json:"y"`
+	W float64 `json:"w"`
+	H float64 `json:"h"`
+}
+
+type webRow struct {
+	Counter  string `json:"counter"`
+	Name     string `json:"name"`
+	Href     string `json:"href"`
+	Heaviest bool   `json:"heaviest"`
+}
+
+// rect is an element's box in viewport coordinates, scrolled into view.
+func (tab *webTab) rect(t *testing.T, sel string) webRect {
+	t.Helper()
+	q, _ := json.Marshal(sel)
+	return webEval[webRect](t, tab, fmt.Sprintf(`(() => {
+		const e = document.querySelector(%s);
+		if (!e) throw new Error('no element ' + %s);
+		e.scrollIntoView({block: 'center'});
+		const r = e.getBoundingClientRect();
+		return {x: r.x, y: r.y, w: r.width, h: r.height};
+	})()`, q, q))
+}
+
+func (tab *webTab) center(t *testing.T, sel string) struct{ X, Y float64 } {
+	r := tab.rect(t, sel)
+	return struct{ X, Y float64 }{r.X + r.W/2, r.Y + r.H/2}
+}
+
+// checkDrawn compares each chart's point count with the payload's.
+func (tab *webTab) checkDrawn(t *testing.T, g *webGraph) {
+	t.Helper()
+	drawn := webEval[map[string]string](t, tab, `Object.fromEntries([...document.querySelectorAll('.chart')].map(c => [c.dataset.resource, c.dataset.points]))`)
+	if len(drawn) != len(g.Series) {
+		t.Errorf("page draws charts %v, payload has %d series", drawn, len(g.Series))
+	}
+	for _, s := range g.Series {
+		if drawn[s.Resource] != strconv.Itoa(len(s.T)) {
+			t.Errorf("%s chart has %s points, payload %d", s.Resource, drawn[s.Resource], len(s.T))
+		}
+	}
+}
+
+// webScreenshot writes docs/job-page.png at twice the pixel density.
+func webScreenshot(t *testing.T, tab *webTab) {
+	t.Helper()
+	tab.do(t, chromedp.EmulateViewport(webViewportW, webViewportH, chromedp.EmulateScale(2)))
+	time.Sleep(300 * time.Millisecond) // the page redraws its canvases at the new density
+	ctx, cancel := context.WithTimeout(tab.ctx, webTimeout)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join("docs", "job-page.png"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote docs/job-page.png (%d bytes)", len(buf))
+	tab.do(t, chromedp.EmulateViewport(webViewportW, webViewportH))
+}
