@@ -64,6 +64,40 @@ func searchTS(ts []int64, from, to int, t int64) int {
 	return from
 }
 
+// searchNear is searchTS starting from a guess of the answer: it gallops
+// away from guess until it brackets the answer, then bisects the bracket.
+// A bisection over [from, to) touches ~log2(to-from) cache lines far from
+// the bin; MinMaxLTTB's preselection asks once per few hundred samples,
+// and on near-regular sampling the guess (the previous bin's width) lands
+// within a few samples of the answer, so this reads only the bin's edge.
+func searchNear(ts []int64, from, to int, t int64, guess int) int {
+	guess = min(max(guess, from), to)
+	lo, hi := from, to
+	step := 8
+	if guess < to && ts[guess] < t { // the answer is past guess
+		lo = guess + 1
+		for p := lo + step; p < to; p = lo + step {
+			if ts[p] >= t {
+				hi = p
+				break
+			}
+			lo = p + 1
+			step *= 2
+		}
+	} else { // the answer is at or before guess
+		hi = guess
+		for p := hi - step; p >= from; p = hi - step {
+			if ts[p] < t {
+				lo = p + 1
+				break
+			}
+			hi = p
+			step *= 2
+		}
+	}
+	return searchTS(ts, lo, hi, t)
+}
+
 // binKernel says what runBins extracts from each bin.
 type binKernel uint8
 
@@ -113,10 +147,12 @@ func runBins(slots []int, ts []int64, vs []float64, from, to int, tb timeBins, k
 func scanBins(slots []int, ts []int64, vs []float64, from, to int, tb timeBins, b0, b1 int, k binKernel) {
 	per := k.slots()
 	i0 := from
+	width := (to - from) / max(b1-b0, 1) // guessed samples per bin
 	for j := b0; j < b1; j++ {
 		i1 := to
 		if j+1 < b1 {
-			i1 = searchTS(ts, i0, to, tb.edge(j+1))
+			i1 = searchNear(ts, i0, to, tb.edge(j+1), i0+width)
+			width = i1 - i0
 		}
 		slot := slots[j*per : (j+1)*per]
 		if k == kernelM4 {
