@@ -158,3 +158,45 @@ func TestImportViaServerIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryCommand evaluates MetricsQL over a stopped store and over a
+// running server, and names the flag or function on mistakes.
+func TestQueryCommand(t *testing.T) {
+	data := t.TempDir()
+	if out, err := run(t, "import", "--data", data, "testdata/ansible/runner-basic"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	const q = `max by (task) (max_over_time(peakline_memory_bytes{job_id="demo2"}[10s]))`
+	out, err := run(t, "query", "--data", data, "--time", "2026-11-30T03:39:42Z", q)
+	if err != nil {
+		t.Fatalf("query --data: %v\n%s", err, out)
+	}
+	// 309.65625 MiB is the allocation task's peak in the raw file.
+	for _, want := range []string{`{task="allocate memory"} => 324698112 @[1796009982000]`, `{task="burn some cpu"} => 102653952`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("query --data output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, "query", "--data", data, "--start", "1796009976", "--end", "1796009978", "--step", "1s",
+		`WITH (j = {job_id="demo2"}) count(peakline_pids{j})`)
+	if err != nil || !strings.Contains(out, "1 @[1796009976000]\n1 @[1796009977000]\n1 @[1796009978000]") {
+		t.Fatalf("range query: %v\n%s", err, out)
+	}
+	f := func(want string, args ...string) {
+		t.Helper()
+		out, err := run(t, append([]string{"query"}, args...)...)
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("peakline query %v: %v %q, want it to say %q", args, err, out, want)
+		}
+	}
+	f(`function "range_median"`, "--data", data, "range_median(x[1m])")
+	f("--time: must be RFC 3339", "--data", data, "--time", "yesterday", "x")
+	f("--start, --end and --step", "--data", data, "--start", "1", "x")
+	f("--data or --server", "x")
+
+	s := serve(t, "--data", data)
+	out, err = run(t, "query", "--server", s.URL, "--time", "2026-11-30T03:39:42Z", q)
+	if err != nil || !strings.Contains(out, `{task="allocate memory"} => 324698112 @[1796009982]`) {
+		t.Fatalf("query --server: %v\n%s", err, out)
+	}
+}

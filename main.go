@@ -11,17 +11,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,6 +36,7 @@ import (
 	"github.com/peakline/peakline/collector"
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
+	"github.com/peakline/peakline/tsdb/query"
 )
 
 func main() {
@@ -74,7 +80,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 		}
 		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})), nil
 	}
-	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger))
+	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
 	return root
 }
@@ -404,4 +410,122 @@ func applySettings(cmd *cobra.Command, lookupEnv func(string) (string, bool)) er
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func queryCommand() *cobra.Command {
+	var (
+		dataDir, serverURL, at, start, end string
+		step                               time.Duration
+		explain                            bool
+	)
+	cmd := &cobra.Command{
+		Use:   "query [--data DIR | --server URL] [--time T | --start T --end T --step D] EXPR",
+		Short: "Evaluate a MetricsQL/PromQL query over a store or a server",
+		Long: `query evaluates EXPR (MetricsQL, a superset of PromQL) at --time, or at
+every --step from --start to --end, over a store directory (--data; the server
+must be stopped) or a running server (--server, through its Prometheus API).
+Times are RFC 3339 or unix seconds; --time defaults to now.`,
+		Example: `  peakline query --data data --time 2026-11-30T03:39:40Z 'max by (task) (peakline_memory_bytes{job_id="demo2"})'
+  peakline query --server http://127.0.0.1:8080 --start 2026-11-30T03:39:35Z --end 2026-11-30T03:39:42Z --step 1s 'peakline_cpu_percent'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (dataDir == "") == (serverURL == "") {
+				return errors.New("--data or --server: give exactly one of them")
+			}
+			isRange := start != "" || end != ""
+			if isRange && (start == "" || end == "" || step <= 0) {
+				return errors.New("--start, --end and --step: a range query needs all three (--step > 0)")
+			}
+			if isRange && at != "" {
+				return errors.New("--time: give either --time or --start/--end/--step")
+			}
+			var tStart, tEnd, tAt time.Time
+			var err error
+			if isRange {
+				if tStart, err = parseTime("--start", start); err != nil {
+					return err
+				}
+				if tEnd, err = parseTime("--end", end); err != nil {
+					return err
+				}
+			} else if tAt, err = parseTime("--time", at); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if serverURL != "" {
+				client, err := promapi.NewClient(promapi.Config{Address: strings.TrimRight(serverURL, "/") + "/prometheus"})
+				if err != nil {
+					return fmt.Errorf("--server: %w", err)
+				}
+				api := promv1.NewAPI(client)
+				var v model.Value
+				var warnings promv1.Warnings
+				if isRange {
+					v, warnings, _, err = api.QueryRange(cmd.Context(), args[0], promv1.Range{Start: tStart, End: tEnd, Step: step})
+				} else {
+					v, warnings, _, err = api.Query(cmd.Context(), args[0], tAt)
+				}
+				if err != nil {
+					return err
+				}
+				for _, w := range warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				}
+				fmt.Fprintln(out, v.String())
+				return nil
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
+			if err != nil {
+				return fmt.Errorf("--data: %w (is a peakline serve using it? then query with --server)", err)
+			}
+			defer store.Close()
+			engine := query.New(store.Queryable(), query.Options{})
+			if explain {
+				promQL, err := engine.Translate(cmd.Context(), args[0], tStart, tEnd, step)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "promql:", promQL)
+			}
+			var res *query.Result
+			if isRange {
+				res, err = engine.Range(cmd.Context(), args[0], tStart, tEnd, step)
+			} else {
+				res, err = engine.Instant(cmd.Context(), args[0], tAt)
+			}
+			if err != nil {
+				return err
+			}
+			defer res.Close()
+			for _, w := range res.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			fmt.Fprintln(out, res.Value.String())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data", "", "store directory to query (the server must be stopped)")
+	f.StringVar(&serverURL, "server", "", "base URL of a running peakline serve")
+	f.StringVar(&at, "time", "", "evaluation time of an instant query (default now)")
+	f.StringVar(&start, "start", "", "start of a range query")
+	f.StringVar(&end, "end", "", "end of a range query")
+	f.DurationVar(&step, "step", 0, "step of a range query")
+	f.BoolVar(&explain, "explain", false, "print the PromQL the engine runs (with --data)")
+	return cmd
+}
+
+// parseTime reads RFC 3339 or unix seconds; "" is now.
+func parseTime(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Now(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.UnixMilli(int64(math.Round(f * 1000))), nil
+	}
+	return time.Time{}, fmt.Errorf("%s: must be RFC 3339 (2026-11-30T03:39:40Z) or unix seconds, got %q", flag, s)
 }
