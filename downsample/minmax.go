@@ -97,13 +97,26 @@ func blockMinMax(vs []float64) (iMin, iMax int) {
 			hi, bMax = h, i
 		}
 	}
-	for j := i; j < len(keys); j++ {
-		k := orderKey(keys[j])
-		if k < lo {
-			lo, bMin = k, j
+	// The tail, shorter than a block, goes through the same branch-free
+	// lanes: with small bins (MinMaxLTTB's) a branchy tail loop would
+	// mispredict at every new extreme on a good share of the samples.
+	if i < len(keys) {
+		b := keys[i:]
+		k := 0
+		for ; k+2 <= len(b); k += 2 {
+			k0, k1 := orderKey(b[k]), orderKey(b[k+1])
+			l0, h0 = min(l0, k0), max(h0, k0)
+			l1, h1 = min(l1, k1), max(h1, k1)
 		}
-		if k > hi {
-			hi, bMax = k, j
+		if k < len(b) {
+			k0 := orderKey(b[k])
+			l0, h0 = min(l0, k0), max(h0, k0)
+		}
+		if l := min(l0, l1); l < lo {
+			lo, bMin = l, i
+		}
+		if h := max(h0, h1); h > hi {
+			hi, bMax = h, i
 		}
 	}
 	// The first block that reached lo holds its first occurrence.
