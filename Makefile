@@ -17,26 +17,41 @@ run: build
 	$(BIN) serve --data $(DATA) --listen $(LISTEN) --events-url '$(EVENTS)'
 
 # promtool and prometheus at the version of the linked Prometheus module, for
-# the remote-write/query tests and the side-by-side conformance test. The first
+# the remote-write/query tests, the side-by-side conformance test and the
+# bench peers. The first
 # build takes ~10 minutes on 2 cores; later ones come from the build cache.
 PROM_VERSION ?= v0.316.0
 TOOLS_BIN    ?= $(CURDIR)/bin
 
-tools: $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus
+VM_VERSION   ?= v1.151.0
+
+tools: $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus $(TOOLS_BIN)/victoria-metrics
 
 $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/prometheus/prometheus/cmd/$(notdir $@)@$(PROM_VERSION)
 
+# VictoriaMetrics single-node, the second peer of peakline bench ingest/series.
+$(TOOLS_BIN)/victoria-metrics:
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION)
+
 # Every test: unit, end-to-end over real HTTP, real data.
 test: tools
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 
 test-short:
 	$(GO) test -short ./...
 
-bench:
+# Go benchmarks, then the quick set of the side-by-side bench CLI (peers from
+# make tools are used when present; docs/BENCHMARKS.md holds a full run).
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./tsdb/ ./server/ .
+	$(BIN) bench downsample --quick
+	$(BIN) bench graph --quick
+	$(BIN) bench ingest --quick
+	$(BIN) bench soak --quick
+	$(BIN) bench series --quick
 
 clean:
 	rm -rf bin $(DATA)

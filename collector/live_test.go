@@ -182,10 +182,17 @@ func cpuSeconds(samples []gotSample, keep func(gotSample) bool) float64 {
 	}
 	slices.SortFunc(cpu, func(a, b gotSample) int { return cmp.Compare(a.t, b.t) })
 	sum := 0.0
-	for i := 1; i < len(cpu); i++ {
-		if keep(cpu[i]) {
-			sum += cpu[i].v / 100 * float64(cpu[i].t-cpu[i-1].t) / 1000
+	for i := range cpu {
+		if !keep(cpu[i]) {
+			continue
 		}
+		// The first sample covers the poll interval from the command's
+		// start (250 ms by default), the others the time since the last.
+		intervalMs := 250.0
+		if i > 0 {
+			intervalMs = float64(cpu[i].t - cpu[i-1].t)
+		}
+		sum += cpu[i].v / 100 * intervalMs / 1000
 	}
 	return sum
 }
