@@ -1,0 +1,109 @@
+// Package bench measures what Peakline costs next to its peers, side by
+// side in the same run on the same data, and reports every figure as a
+// ratio against the peer: `peakline bench downsample|graph|ingest|soak|series`.
+//
+// It owns the runs, the peer processes it starts (a Prometheus server and
+// VictoriaMetrics single-node on loopback with temp dirs, see peers.go),
+// the report writers (tables, --json, --svg) and the shared workload
+// generators (bench/workload). It does not own what it measures: the
+// store, server and algorithms are tsdb, server and downsample, used here
+// exactly as `peakline serve` uses them.
+//
+// Numbers on a shared machine are noisy; that is why each figure is taken
+// against its peer in the same run, interleaved where possible, and the
+// minimum or percentiles of several rounds are reported, never one shot.
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/peakline/peakline/bench/workload"
+)
+
+// Command is `peakline bench` and its subcommands.
+func Command() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure Peakline against its peers, side by side, and report the ratios",
+		Long: `bench runs Peakline and a peer on the same data in the same run and
+reports each figure next to the peer's, with speedup = peer cost / Peakline
+cost (above 1 is better for Peakline):
+
+  downsample  every algorithm vs github.com/dgryski/go-lttb: ns/point, allocations, fidelity
+  graph       the graph endpoint vs the promql engine's query_range on the same store
+  ingest      JSON ingest and remote write vs a Prometheus server and VictoriaMetrics
+  soak        many live jobs over HTTP for minutes: lag, latency under load, RSS, lost samples
+  series      series churn: head memory per series vs Prometheus and VictoriaMetrics
+
+Each prints tables, shows progress on stderr, and writes --json FILE and --svg FILE.
+Prometheus and VictoriaMetrics are run from ./bin (make tools) or PATH.`,
+		SilenceUsage: true,
+	}
+	cmd.AddCommand(downsampleCommand(), graphCommand(), graphOnceCommand(), ingestCommand(), soakCommand(), seriesCommand())
+	return cmd
+}
+
+// common holds the flags every subcommand shares.
+type common struct {
+	jsonPath, svgPath string
+	quick             bool
+	seed              int64
+	quiet             bool // no progress bars (tests)
+}
+
+func (c *common) register(f *pflag.FlagSet) {
+	f.StringVar(&c.jsonPath, "json", "", "write the measurements to FILE as a JSON array")
+	f.StringVar(&c.svgPath, "svg", "", "write a plot to FILE (SVG)")
+	f.BoolVar(&c.quick, "quick", false, "a short run on small data (make bench)")
+	f.Int64Var(&c.seed, "seed", 1, "seed of the generated workloads")
+	f.BoolVar(&c.quiet, "no-progress", false, "do not draw progress bars")
+}
+
+// finish prints the report and writes its files.
+func (c *common) finish(cmd *cobra.Command, r *Report, started time.Time) error {
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "# peakline bench %s\n# machine: %s\n# took %s\n\n", cmd.Name(), Machine(), time.Since(started).Round(time.Second))
+	if err := r.WriteTable(w); err != nil {
+		return err
+	}
+	return r.writeFiles(c.jsonPath, c.svgPath)
+}
+
+// bar is a progress bar on stderr over total steps.
+func (c *common) bar(cmd *cobra.Command, total int, what string) *progressbar.ProgressBar {
+	var w io.Writer = cmd.ErrOrStderr()
+	if c.quiet {
+		w = io.Discard
+	}
+	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+// parseSizes reads a comma-separated list of counts (1e3,1e6).
+func parseSizes(flag, list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := workload.ParseSize(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flag, err)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--%s: give at least one count, e.g. 1e3,1e6", flag)
+	}
+	return out, nil
+}

@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/peakline/peakline/server"
+	"github.com/peakline/peakline/tsdb"
+)
+
+// childEnv makes the test binary act as the peakline binary: the bench
+// starts `peakline serve` and `peakline bench graph-once` by running its
+// own executable, which under go test is this binary.
+const childEnv = "PEAKLINE_BENCH_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild(os.Args[1:]))
+	}
+	os.Setenv(childEnv, "1")
+	os.Exit(m.Run())
+}
+
+// runChild is a minimal peakline root command: serve (wired as main.go
+// wires it) and bench.
+func runChild(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{Use: "peakline", SilenceUsage: true, SilenceErrors: true}
+	root.PersistentFlags().String("log-level", "info", "")
+	var dataDir, listen string
+	serve := &cobra.Command{Use: "serve", RunE: func(cmd *cobra.Command, _ []string) error {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		store, err := tsdb.Open(dataDir, tsdb.Options{}, nil, reg)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		srv, err := server.New(server.Config{}, store, nil, reg)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return err
+		}
+		return srv.Serve(cmd.Context(), ln)
+	}}
+	serve.Flags().StringVar(&dataDir, "data", "", "")
+	serve.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "")
+	root.AddCommand(serve, Command())
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "peakline (test child):", err)
+		return 1
+	}
+	return 0
+}
