@@ -34,11 +34,13 @@ $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
 $(TOOLS_BIN)/victoria-metrics:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION)
 
-# Every test: unit, end-to-end over real HTTP, real data.
+# Every test: unit, end-to-end over real HTTP, real data. Packages run one
+# at a time (-p 1): the collector tests measure real CPU use of real
+# commands, which other test binaries on the same two cores would distort.
 test: tools
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 25m ./...
+	$(GO) test -p 1 -count=1 -timeout 25m ./...
 
 test-short:
 	$(GO) test -short ./...

@@ -1,8 +1,8 @@
 // Package downsample owns the pure point-selection algorithms that turn a
 // series of raw samples into at most N points for a graph: LTTB, MinMaxLTTB,
 // M4, MinMax and the peak-keeping PeakLTTB that the graph uses by default,
-// plus Select, which runs one of them by name. (The graph-payload assembly in
-// graph.go is the lead's and is documented there.)
+// plus Select, which runs one of them by name, and the assembly of a job's
+// graph payload from plain columns and task spans (graph.go).
 //
 // It does not own storage, I/O, HTTP, rendering or the choice of N: it knows
 // nothing of jobs, tasks or resources and imports no other Peakline package.
