@@ -12,30 +12,6 @@ import (
 	"time"
 )
 
-// ingestBatch is the test server's own decoding of the JSON ingest batch
-// of docs/CONTRACTS.md: it does not share the collector's types.
-type ingestBatch struct {
-	JobID string `json:"job_id"`
-	Tasks []struct {
-		Counter int64  `json:"counter"`
-		UUID    string `json:"uuid"`
-		Name    string `json:"name"`
-		Start   int64  `json:"start"`
-	} `json:"tasks"`
-	LastEvent *struct {
-		Counter int64 `json:"counter"`
-		Time    int64 `json:"time"`
-	} `json:"last_event"`
-	Series []struct {
-		Resource string    `json:"resource"`
-		Counter  int64     `json:"counter"`
-		UUID     string    `json:"uuid"`
-		Task     string    `json:"task"`
-		T        []int64   `json:"t"`
-		V        []float64 `json:"v"`
-	} `json:"series"`
-}
-
 // gotSample is one sample as the test server stored it.
 type gotSample struct {
 	resource string
@@ -124,7 +100,7 @@ func (s *ingestServer) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	var b ingestBatch
+	var b ingestBody
 	if err := dec.Decode(&b); err != nil {
 		s.t.Errorf("server: cannot decode batch: %v", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
