@@ -45,19 +45,26 @@ func (e *StatusError) Error() string {
 // Send posts b as gzip-compressed JSON to BaseURL + IngestPath. A non-2xx
 // answer is an error wrapping a *StatusError.
 func (c *Client) Send(ctx context.Context, b *Batch) error {
-	var body bytes.Buffer
-	zw := gzip.NewWriter(&body)
-	if err := json.NewEncoder(zw).Encode(b); err != nil {
-		return fmt.Errorf("encode batch of job %q: %w", b.JobID, err)
+	var enc batchEncoder
+	body, err := enc.encode(b)
+	if err != nil {
+		return err
 	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("compress batch of job %q: %w", b.JobID, err)
+	if err := c.SendEncoded(ctx, body); err != nil {
+		return fmt.Errorf("send batch of job %q: %w", b.JobID, err)
 	}
+	return nil
+}
+
+// SendEncoded posts a batch already encoded as gzip-compressed JSON (by
+// batchEncoder, or read back from a spool) unchanged. A non-2xx answer is
+// an error wrapping a *StatusError.
+func (c *Client) SendEncoded(ctx context.Context, body []byte) error {
 	url := strings.TrimSuffix(c.BaseURL, "/") + IngestPath
 	// A *bytes.Reader body lets the transport replay it on redirect/retry.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body.Bytes()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("make ingest request for job %q: %w", b.JobID, err)
+		return fmt.Errorf("make ingest request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Content-Encoding", "gzip")
@@ -68,14 +75,37 @@ func (c *Client) Send(ctx context.Context, b *Batch) error {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("send batch of job %q: %w", b.JobID, err)
+		return fmt.Errorf("post to %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
 		return nil
 	}
-	return fmt.Errorf("send batch of job %q to %s: %w", b.JobID, url, readStatusError(resp))
+	return fmt.Errorf("post to %s: %w", url, readStatusError(resp))
+}
+
+// batchEncoder turns batches into gzip-compressed JSON, reusing its
+// compressor from one batch to the next. It is not safe for concurrent use.
+type batchEncoder struct {
+	zw *gzip.Writer
+}
+
+// encode returns the gzip-compressed JSON of b in a new slice.
+func (e *batchEncoder) encode(b *Batch) ([]byte, error) {
+	var buf bytes.Buffer
+	if e.zw == nil {
+		e.zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		e.zw.Reset(&buf)
+	}
+	if err := json.NewEncoder(e.zw).Encode(b); err != nil {
+		return nil, fmt.Errorf("encode batch of job %q: %w", b.JobID, err)
+	}
+	if err := e.zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress batch of job %q: %w", b.JobID, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // readStatusError makes a *StatusError of a non-2xx response.

@@ -1,11 +1,7 @@
 package collector
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -35,7 +31,7 @@ type batcher struct {
 	lastMs  map[string]int64
 
 	// zw is reused across batches: a flate writer allocates about 1 MB.
-	zw *gzip.Writer
+	enc batchEncoder // used by the flushing goroutine only
 }
 
 // add queues a sample. Two samples of one resource never share a
@@ -113,7 +109,7 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	if len(body.Series) == 0 && len(body.Tasks) == 0 && body.LastEvent == nil {
 		return 0, false
 	}
-	enc, err := b.encode(&body)
+	enc, err := b.enc.encode(&body)
 	if err != nil {
 		// Only unencodable values (NaN) get here; the sampler makes none.
 		b.log.Error("cannot encode batch; dropping it", "samples", n, "err", err)
@@ -149,24 +145,6 @@ func (b *batcher) attribute(samples []liveSample) []Series {
 		series[i].Vs = append(series[i].Vs, s.v)
 	}
 	return series
-}
-
-// encode returns the gzip-compressed JSON of body. Only the flushing
-// goroutine calls it.
-func (b *batcher) encode(body *Batch) ([]byte, error) {
-	var buf bytes.Buffer
-	if b.zw == nil {
-		b.zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	} else {
-		b.zw.Reset(&buf)
-	}
-	if err := json.NewEncoder(b.zw).Encode(body); err != nil {
-		return nil, fmt.Errorf("cannot encode batch of job %q: %w", body.JobID, err)
-	}
-	if err := b.zw.Close(); err != nil {
-		return nil, fmt.Errorf("cannot compress batch of job %q: %w", body.JobID, err)
-	}
-	return buf.Bytes(), nil
 }
 
 // pendingSamples returns the number of samples not yet flushed.

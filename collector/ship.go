@@ -1,17 +1,14 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 )
@@ -37,8 +34,7 @@ type shipEntry struct {
 //
 // enqueue is safe for concurrent use with run; finish ends run.
 type shipper struct {
-	url                    string // …/api/v1/ingest
-	client                 *http.Client
+	client                 *Client
 	spool                  *spool // nil: no usable directory, memory only
 	maxQueue               int
 	minBackoff, maxBackoff time.Duration
@@ -57,8 +53,7 @@ type shipper struct {
 
 func newShipper(server string, client *http.Client, sp *spool, maxQueue int, log *slog.Logger) *shipper {
 	return &shipper{
-		url:        strings.TrimRight(server, "/") + IngestPath,
-		client:     client,
+		client:     &Client{BaseURL: server, HTTP: client},
 		spool:      sp,
 		maxQueue:   maxQueue,
 		minBackoff: 500 * time.Millisecond,
@@ -164,7 +159,7 @@ func (s *shipper) run(ctx context.Context) {
 		case err == nil:
 			s.pop(e)
 			if failing {
-				s.log.Info("server reachable again", "url", s.url)
+				s.log.Info("server reachable again", "url", s.client.BaseURL)
 				failing = false
 			}
 			backoff = s.minBackoff
@@ -236,8 +231,8 @@ func (s *shipper) keepRejected(e shipEntry, err error) {
 	s.log.Error("server rejected a batch; kept it", "file", kept, "samples", e.samples, "err", err)
 }
 
-// post sends one gzip-encoded batch. Client.Send encodes a Batch itself;
-// the shipper posts the bytes it queued or spooled, unchanged.
+// post sends one gzip-encoded batch: the bytes it queued or spooled,
+// unchanged.
 func (s *shipper) post(ctx context.Context, e shipEntry) error {
 	body := e.body
 	if body == nil {
@@ -246,29 +241,20 @@ func (s *shipper) post(ctx context.Context, e shipEntry) error {
 			return err
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("cannot make ingest request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Content-Encoding", "gzip")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot post batch: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 == 2 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	err := s.client.SendEncoded(ctx, body)
+	var se *StatusError
+	switch {
+	case err == nil:
 		s.mu.Lock()
 		s.sentSamples += e.samples
 		s.sentBatches++
 		s.mu.Unlock()
 		return nil
-	}
-	err = readStatusError(resp)
-	switch resp.StatusCode {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
-		return fmt.Errorf("%w: %w", ErrRejected, err)
+	case errors.As(err, &se):
+		switch se.StatusCode {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+			return fmt.Errorf("%w: %w", ErrRejected, err)
+		}
 	}
 	return err
 }
