@@ -161,17 +161,22 @@ func window(c echo.Context) (fromMs, toMs int64, err error) {
 	return fromMs, toMs, nil
 }
 
-// jobParam is the job id of the path, %-decoded. Echo routes on the raw
-// path when the request has one (an escaped "/" in an id such as "a%2Fb"),
-// and then hands out parameters still escaped; otherwise on the decoded
-// path, whose parameters must not be decoded twice ("50%25off").
+// jobParam is the job id of the path, %-decoded.
 func jobParam(c echo.Context) (string, error) {
-	if c.Request().URL.RawPath == "" {
-		return c.Param("job"), nil
-	}
-	id, err := url.PathUnescape(c.Param("job"))
+	id, err := pathParam(c, "job")
 	if err != nil {
 		return "", badRequest("job: the job id in the path is not properly escaped: %v", err)
 	}
 	return id, nil
+}
+
+// pathParam is a path parameter, %-decoded once. Echo routes on the raw
+// path when the request has one (an escaped "/" as in "a%2Fb"), and then
+// hands out parameters still escaped; otherwise on the decoded path,
+// whose parameters must not be decoded twice ("50%25off" is "50%off").
+func pathParam(c echo.Context, name string) (string, error) {
+	if c.Request().URL.RawPath == "" {
+		return c.Param(name), nil
+	}
+	return url.PathUnescape(c.Param(name))
 }

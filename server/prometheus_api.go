@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -190,8 +189,7 @@ func (a *promAPI) labelValues(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// Echo routes on the raw path when it has escapes: undo them.
-	name, err := url.PathUnescape(c.Param("name"))
+	name, err := pathParam(c, "name")
 	if err != nil {
 		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: fmt.Errorf("invalid label name: %v", err)}
 	}

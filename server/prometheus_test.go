@@ -364,6 +364,11 @@ func TestPrometheusAPIParameters(t *testing.T) {
 	if code != 200 || string(doc.Data) != `["j1"]` {
 		t.Fatalf("job ids: %d %s", code, doc.Data)
 	}
+	// A UTF-8 label name with a "%" reaches the engine decoded once.
+	code, doc = promGet(t, base+"/label/"+url.PathEscape("50%off")+"/values")
+	if code != 200 || string(doc.Data) != `[]` {
+		t.Fatalf("values of label \"50%%off\": %d %s", code, doc.Data)
+	}
 	// Buildinfo carries no "features": Grafana reads that as Prometheus.
 	code, doc = promGet(t, base+"/status/buildinfo")
 	if code != 200 || strings.Contains(string(doc.Data), "features") || !strings.Contains(string(doc.Data), `"version":"3.`) {
