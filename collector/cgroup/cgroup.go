@@ -86,14 +86,7 @@ func (l *Layout) Create(name string) (*Cgroup, error) {
 				}
 				c.dirs, c.homes = append(c.dirs, dir), append(c.homes, home)
 			}
-			switch ctl {
-			case "cpuacct":
-				c.cpuDir = dir
-			case "memory":
-				c.memDir = dir
-			case "pids":
-				c.pidsDir = dir
-			}
+			c.setV1Dir(ctl, dir)
 		}
 	}
 	c.initPeaks()
@@ -285,14 +278,7 @@ func (l *Layout) Open(p string) (*Cgroup, error) {
 		if !slices.Contains(c.dirs, dir) {
 			c.dirs, c.homes = append(c.dirs, dir), append(c.homes, filepath.Dir(dir))
 		}
-		switch ctl {
-		case "cpuacct":
-			c.cpuDir = dir
-		case "memory":
-			c.memDir = dir
-		case "pids":
-			c.pidsDir = dir
-		}
+		c.setV1Dir(ctl, dir)
 	}
 	c.initPeaks()
 	return c, nil
@@ -486,4 +472,16 @@ func readPids(file string) ([]int, error) {
 		}
 	}
 	return pids, nil
+}
+
+// setV1Dir records where a v1 controller's files of c are.
+func (c *Cgroup) setV1Dir(ctl, dir string) {
+	switch ctl {
+	case "cpuacct":
+		c.cpuDir = dir
+	case "memory":
+		c.memDir = dir
+	case "pids":
+		c.pidsDir = dir
+	}
 }
