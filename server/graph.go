@@ -48,7 +48,7 @@ func (s *Server) graph(c echo.Context) error {
 	}
 	// An open window is reported as the job's own span.
 	if fromMs == math.MinInt64 || toMs == math.MaxInt64 {
-		first, last := jobSpan(job)
+		first, last := job.Span()
 		if fromMs == math.MinInt64 {
 			req.FromMs = first
 		}
@@ -108,12 +108,6 @@ func graphInput(job *tsdb.Job) ([]downsample.Column, []downsample.TaskSpan) {
 		spans[i] = downsample.TaskSpan{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, EndMs: t.EndMs}
 	}
 	return cols, spans
-}
-
-// jobSpan is the first and last time a job shows: tasks and samples.
-func jobSpan(job *tsdb.Job) (first, last int64) {
-	sum := tsdb.Summarize(job)
-	return sum.FirstMs, sum.LastMs
 }
 
 func validAlgorithm(name string) bool {

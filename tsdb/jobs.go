@@ -75,14 +75,8 @@ func (s *Store) Summary(ctx context.Context, jobID string) (Summary, error) {
 
 // Summarize computes the summary of a job read in full.
 func Summarize(job *Job) Summary {
-	sum := Summary{ID: job.ID, FirstMs: math.MaxInt64, LastMs: math.MinInt64, Tasks: len(job.Tasks)}
-	for _, t := range job.Tasks {
-		sum.FirstMs = min(sum.FirstMs, t.StartMs)
-		sum.LastMs = max(sum.LastMs, t.EndMs)
-	}
-	if job.LastEvent != nil {
-		sum.LastMs = max(sum.LastMs, job.LastEvent.TimeMs)
-	}
+	sum := Summary{ID: job.ID, Tasks: len(job.Tasks)}
+	sum.FirstMs, sum.LastMs = job.Span()
 	for _, c := range job.Columns {
 		rs := ResourceSummary{Resource: c.Resource, Samples: len(c.Ts), Peak: math.Inf(-1)}
 		for i, v := range c.Vs {
@@ -90,16 +84,33 @@ func Summarize(job *Job) Summary {
 				rs.Peak, rs.PeakMs = v, c.Ts[i]
 			}
 		}
-		if len(c.Ts) > 0 {
-			sum.FirstMs = min(sum.FirstMs, c.Ts[0])
-			sum.LastMs = max(sum.LastMs, c.Ts[len(c.Ts)-1])
-		}
 		sum.Resources = append(sum.Resources, rs)
 	}
-	if sum.FirstMs == math.MaxInt64 {
-		sum.FirstMs, sum.LastMs = 0, 0
-	}
 	return sum
+}
+
+// Span is the first and last time the job shows, in unix ms: task starts
+// and ends, its last event, its first and last samples; 0, 0 for a job
+// with none of them. It does not look at every sample.
+func (job *Job) Span() (firstMs, lastMs int64) {
+	firstMs, lastMs = math.MaxInt64, math.MinInt64
+	for _, t := range job.Tasks {
+		firstMs = min(firstMs, t.StartMs)
+		lastMs = max(lastMs, t.EndMs)
+	}
+	if job.LastEvent != nil {
+		lastMs = max(lastMs, job.LastEvent.TimeMs)
+	}
+	for _, c := range job.Columns {
+		if len(c.Ts) > 0 {
+			firstMs = min(firstMs, c.Ts[0])
+			lastMs = max(lastMs, c.Ts[len(c.Ts)-1])
+		}
+	}
+	if firstMs == math.MaxInt64 {
+		return 0, 0
+	}
+	return firstMs, lastMs
 }
 
 // Delete removes every series of a job. It returns ErrJobNotFound when the
