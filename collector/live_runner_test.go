@@ -17,7 +17,7 @@ const runnerPlaybook = `- name: live collector test play
         argv: [python3, -c, "import time\nt = time.time()\nwhile time.time() - t < 2: pass"]
     - name: allocate memory
       ansible.builtin.command:
-        argv: [python3, -c, "import time\nb = b'x' * (250 << 20)\ntime.sleep(1.5)"]
+        argv: [python3, -c, "import time\nb = b'x' * (250 << 20)\ntime.sleep(1.5)\ndel b\ntime.sleep(1)"]
       changed_when: true
       notify: say goodbye
     - name: fork a few
