@@ -41,6 +41,9 @@ test: tools
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -timeout 25m ./...
+	# the portable kernels, which amd64 with AVX2 would otherwise skip
+	$(GO) vet -tags purego ./downsample/
+	$(GO) test -count=1 -tags purego ./downsample/
 
 test-short:
 	$(GO) test -short ./...

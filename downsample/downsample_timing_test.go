@@ -2,6 +2,7 @@ package downsample_test
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -19,12 +20,11 @@ import (
 //
 // The whole matrix (6 algorithms x 6 shapes x 3 sizes) takes about three
 // minutes with the default -benchtime and holds ~2 GB of series at its peak.
-// On a shared machine, compare minimums over -count runs, not single runs. To compare algorithms side
-// by side, and MinMax/M4 on one core against two:
+// On a shared machine, compare minimums over -count runs, not single runs.
+// To compare algorithms side by side:
 //
-//	go test -run='^$' -bench='BenchmarkDownsample' -benchmem -count=6 -cpu=1,2 ./downsample/ | tee bench.txt
+//	go test -run='^$' -bench='BenchmarkDownsample$' -benchmem -count=6 ./downsample/ | tee bench.txt
 //	benchstat -col /algo bench.txt
-//	benchstat -col .cpu -filter '/algo:(minmax OR m4)' bench.txt
 //
 // Narrow it with e.g. -bench='BenchmarkDownsample/algo=(go-lttb|lttb)$/shape=randomwalk/n=1e7'.
 
@@ -84,6 +84,39 @@ func BenchmarkDownsample(b *testing.B) {
 	}
 }
 
+// BenchmarkDownsampleScaling runs the algorithms that split their scan
+// across goroutines on one core and on every core, setting GOMAXPROCS in
+// the leaf. (With -cpu, the testing package runs each leaf's first b.Loop
+// measurement while it discovers the sub-benchmarks, before it applies the
+// first -cpu value, so that row is measured on the default core count.)
+//
+//	go test -run='^$' -bench='BenchmarkDownsampleScaling' -count=6 ./downsample/ | tee scaling.txt
+//	benchstat -col /procs scaling.txt
+func BenchmarkDownsampleScaling(b *testing.B) {
+	procs := []int{1}
+	if n := runtime.NumCPU(); n > 1 {
+		procs = append(procs, n)
+	}
+	for _, algo := range []string{"minmax", "m4", "minmaxlttb"} {
+		b.Run("algo="+algo, func(b *testing.B) {
+			for _, shape := range []string{"randomwalk", "gaps"} {
+				b.Run("shape="+shape, func(b *testing.B) {
+					for _, size := range benchSizes[1:] {
+						b.Run("n="+size.name, func(b *testing.B) {
+							for _, p := range procs {
+								b.Run(fmt.Sprint("procs=", p), func(b *testing.B) {
+									defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
+									benchOne(b, algo, series(shape, size.n, false))
+								})
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
 func benchOne(b *testing.B, algo string, s *benchSeries) {
 	b.ReportAllocs()
 	size := len(s.ts)
@@ -113,5 +146,6 @@ func benchOne(b *testing.B, algo string, s *benchSeries) {
 }
 
 func reportPerPoint(b *testing.B, size int) {
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(size), "ns/point")
 }

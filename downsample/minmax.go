@@ -43,20 +43,20 @@ func MinMax(dst []int, ts []int64, vs []float64, n int) []int {
 // random walk, which cost more than the scan itself at MinMaxLTTB's bin
 // sizes, so both kernels are branch-free: they track only the extreme
 // values, per block of samples, remember the first block that improved
-// each, and find the index by rescanning that one block. With
-// GOEXPERIMENT=simd on amd64 with AVX2 the block scan is vectorised
-// (minmax_simd_amd64.go); otherwise it runs on integer keys (blockMinMax).
-// Neither tests finiteness per value: a NaN or ±Inf makes the result
-// non-finite (or is reported), and the careful loop takes over.
+// each, and find the index by rescanning that one block. On amd64 with
+// AVX2 the block scan is vectorised (minmax_amd64.s); otherwise, or with
+// the purego build tag, it runs on integer keys (blockMinMax). Neither
+// tests finiteness per value: a NaN or ±Inf makes the result non-finite
+// (or is reported), and the careful loop takes over.
 func minMaxIdx(vs []float64) (iMin, iMax int) {
 	if len(vs) == 0 {
 		return -1, -1
 	}
-	iMin, iMax, ok := minMaxIdxVec(vs)
-	if !ok {
+	iMin, iMax, ran := minMaxIdxVec(vs)
+	if !ran {
 		iMin, iMax = blockMinMax(vs)
 	}
-	if isFinite(vs[iMin]) && isFinite(vs[iMax]) {
+	if iMin >= 0 && isFinite(vs[iMin]) && isFinite(vs[iMax]) {
 		return iMin, iMax
 	}
 	return minMaxIdxFinite(vs)

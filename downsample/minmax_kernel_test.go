@@ -3,6 +3,7 @@ package downsample
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -46,6 +47,13 @@ func TestMinMaxIdx(t *testing.T) {
 			wMin, wMax := want(vs)
 			if gMin != wMin || gMax != wMax {
 				t.Fatalf("size %d trial %d: got %d, %d, want %d, %d (%v)", size, trial, gMin, gMax, wMin, wMax, vs)
+			}
+			if vMin, vMax, ran := minMaxIdxVec(vs); ran && vMin >= 0 && isFinite(vs[vMin]) && isFinite(vs[vMax]) && (vMin != wMin || vMax != wMax) {
+				t.Fatalf("minMaxIdxVec size %d trial %d: got %d, %d, want %d, %d", size, trial, vMin, vMax, wMin, wMax)
+			} else if useAVX2 && size >= 16 && !ran {
+				t.Fatalf("minMaxIdxVec did not run on %d values with AVX2", size)
+			} else if ran && vMin < 0 && !slices.ContainsFunc(vs[:size&^15], math.IsNaN) {
+				t.Fatalf("minMaxIdxVec size %d trial %d reported a NaN where the blocks hold none", size, trial)
 			}
 			if size > 0 {
 				bMin, bMax := blockMinMax(vs)
