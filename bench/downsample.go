@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,18 @@ func runDownsample(cmd *cobra.Command, f *downsampleFlags) error {
 	}
 	_ = bar.Finish()
 	r.Measurements = append(downsampleSummary(r.Measurements, sizes, algos), r.Measurements...)
+	if cores := runtime.GOMAXPROCS(0); cores > 1 {
+		shape := shapes[0]
+		if slices.Contains(shapes, "randomwalk") {
+			shape = "randomwalk"
+		}
+		ms, err := downsampleCores(shape, sizes[len(sizes)-1], plotN, cores, f)
+		if err != nil {
+			return err
+		}
+		r.Measurements = append(r.Measurements, ms...)
+		r.Note("%s: the algorithms that split large inputs across goroutines, timed with GOMAXPROCS=1 and =%d in interleaved rounds; speedup is how much faster %d cores are.", ms[0].Workload, cores, cores)
+	}
 	xs := make([]float64, len(sizes))
 	for i, s := range sizes {
 		xs[i] = float64(s)
@@ -150,6 +163,35 @@ func runDownsample(cmd *cobra.Command, f *downsampleFlags) error {
 	r.Note("go-lttb is the same algorithm as lttb (Steinarsson's), so their fidelity should match; it allocates its output, Peakline writes indices into a reused slice.")
 	r.Note("minmax and m4 split inputs of 65,536 samples or more across GOMAXPROCS goroutines (their allocations are those goroutines).")
 	return f.finish(cmd, r, started)
+}
+
+// splitAlgos are the algorithms that scan large inputs in parallel.
+var splitAlgos = []string{"minmax", "m4", "minmaxlttb"}
+
+// downsampleCores times splitAlgos on one series with GOMAXPROCS=1 and
+// =cores, rounds interleaved, the cheapest round of each kept.
+func downsampleCores(shape string, size, n, cores int, f *downsampleFlags) ([]Measurement, error) {
+	ts, vs := workload.Shape(shape, size, f.seed)
+	name := fmt.Sprintf("cores/%s/%s/n=%d", shape, workload.SizeName(size), n)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	dst := make([]int, 0, n*(1+downsample.MinMaxLTTBRatio))
+	var out []Measurement
+	for _, a := range splitAlgos {
+		var one, all loopCost
+		var err error
+		for range f.rounds {
+			runtime.GOMAXPROCS(1)
+			one = bestOf(one, measureLoop(f.minTime, func() { dst, err = downsample.Select(dst[:0], a, ts, vs, n, nil) }))
+			runtime.GOMAXPROCS(cores)
+			all = bestOf(all, measureLoop(f.minTime, func() { dst, err = downsample.Select(dst[:0], a, ts, vs, n, nil) }))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", name, a, err)
+			}
+		}
+		out = append(out, cost(name, fmt.Sprintf("%s on %d cores", a, cores), a+" on 1 core",
+			"time per input point, 1 core vs all", "ns/point, lower is better", all.ns/float64(size), one.ns/float64(size)))
+	}
+	return out, nil
 }
 
 // cellResult is one algorithm on one series at one n.

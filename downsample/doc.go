@@ -49,9 +49,20 @@
 //     them. With nothing to keep, if LTTB's own picks already show the max
 //     and min values, they are returned untouched.
 //
-// M4 and MinMax split large inputs (parallelMinPoints, 65,536 samples, or more)
-// across GOMAXPROCS goroutines over contiguous bucket ranges; below that
-// they stay on the calling goroutine.
+// M4 and MinMax (and so MinMaxLTTB's preselection) split large inputs
+// (parallelMinPoints, 65,536 samples, or more) across GOMAXPROCS goroutines
+// over contiguous bucket ranges; below that they stay on the calling
+// goroutine.
+//
+// # Vector kernels
+//
+// Two inner loops have amd64 assembly versions, chosen at run time from
+// the CPU's features: the min/max scan of MinMax, M4 and PeakLTTB (AVX2,
+// minmax_amd64.s) and the area comparison of LTTB and PeakLTTB (AVX-512F
+// and DQ, lttb_amd64.s). Each computes exactly what its Go loop computes,
+// with the same IEEE operations and the same tie-breaking, and tests run
+// both on the same inputs. The purego build tag, or another GOARCH, keeps
+// the Go loops only.
 //
 // # Why the default is PeakLTTB
 //
