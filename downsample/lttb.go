@@ -29,18 +29,13 @@ func LTTB(dst []int, ts []int64, vs []float64, n int) []int {
 		return dst
 	}
 	dst = append(dst, lo)
-	dst = lttbInterior(dst, ts, vs, lo, hi, n-2, nil)
+	dst = lttbInterior(dst, ts, vs, lo, hi, n-2)
 	return append(dst, hi)
 }
 
 // lttbInterior appends the picks of LTTB with the given number of buckets
 // between lo and hi, which are both finite and are not appended themselves.
 // It needs 1 <= buckets < hi-lo-1.
-//
-// If forced is not nil, a bucket holding forced indices (finite, strictly
-// between lo and hi) yields all of them instead of its pick, and the last of
-// them is the next triangle's first corner; the last bucket also takes
-// forced indices past its end up to hi.
 //
 // Bucket k (0 <= k <= buckets) spans [edge(k), edge(k+1)); iteration i picks
 // from bucket i using the mean of bucket i+1. Each sample is read twice,
@@ -52,7 +47,7 @@ func LTTB(dst []int, ts []int64, vs []float64, n int) []int {
 // and the chains overlap. The group is then still in cache when its
 // buckets' areas are compared. Timestamps are summed as exact int64
 // offsets and every per-bucket quantity is kept out of the inner loops.
-func lttbInterior(dst []int, ts []int64, vs []float64, lo, hi, buckets int, forced *anchorQueue) []int {
+func lttbInterior(dst []int, ts []int64, vs []float64, lo, hi, buckets int) []int {
 	t0 := ts[lo]
 	every := float64(hi-lo-1) / float64(buckets)
 	edge := func(k int) int { return min(lo+int(float64(k)*every)+1, hi+1) }
@@ -119,29 +114,16 @@ func lttbInterior(dst []int, ts []int64, vs []float64, lo, hi, buckets int, forc
 		}
 		k := i + 1 - g
 		avgX, avgY, clean, end := avgXs[k], avgYs[k], cleans[k], edges[k+1]
-		if forced != nil && forced.peek() < mid || i == buckets-1 && forced != nil && forced.peek() < hi {
-			limit := mid
-			if i == buckets-1 {
-				limit = hi
-			}
-			a := 0
-			for forced.peek() < limit {
-				a = forced.pop()
-				dst = append(dst, a)
-			}
-			ta, ax, ay = ts[a], float64(ts[a]-t0), vs[a]
+		var pick int
+		if dirty || wide {
+			pick = pickFinite(ts[start:mid], vs[start:mid], t0, ax, ay, avgX, avgY)
 		} else {
-			var pick int
-			if dirty || wide {
-				pick = pickFinite(ts[start:mid], vs[start:mid], t0, ax, ay, avgX, avgY)
-			} else {
-				pick = pickAny(ts[start:mid], vs[start:mid], ta, ax, ay, avgX, avgY)
-			}
-			if pick >= 0 {
-				a := start + pick
-				dst = append(dst, a)
-				ta, ax, ay = ts[a], float64(ts[a]-t0), vs[a]
-			}
+			pick = pickAny(ts[start:mid], vs[start:mid], ta, ax, ay, avgX, avgY)
+		}
+		if pick >= 0 {
+			a := start + pick
+			dst = append(dst, a)
+			ta, ax, ay = ts[a], float64(ts[a]-t0), vs[a]
 		}
 		dirty = !clean
 		start, mid = mid, end

@@ -1,24 +1,28 @@
 package downsample
 
 import (
+	"container/heap"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // PeakLTTB appends to dst the indices of at most n samples of ts/vs and
-// returns the extended dst. It is LTTB with forced picks: the first and
-// last finite samples, the global max and min (first occurrence, finite
-// values only) and every index in keep are always kept; an LTTB bucket that
-// holds one or more of them yields those instead of its own pick, and the
-// next triangle starts from the last of them. Every other bucket picks as
-// LTTB does, so with no anchor inside, or with anchors LTTB would have
-// picked anyway, the result is exactly LTTB's. Where buckets hold more than
-// one anchor, the number of buckets shrinks by the surplus so the result
-// stays within n. If keep is empty and plain LTTB already picks a sample
-// at the global max value and one at the global min value, its result is
-// returned as is; otherwise both are forced. So PeakLTTB costs one LTTB
-// run plus a max/min scan, or two runs when LTTB misses a peak (about half
-// of random walks).
+// returns the extended dst. It is LTTB's picture with forced points, called
+// anchors, added: the first and last finite samples, the global max and min
+// (finite values only) and every index in keep are always kept.
+//
+// It runs LTTB with n points, then adds the anchors LTTB did not pick. A
+// max or min value LTTB already shows (at any index) needs no anchor; so
+// with keep empty, if LTTB shows both, its result is returned as is, and
+// otherwise the first occurrence of the missing one is added. To get back
+// to n points it then drops, one at a time, the LTTB pick that is not an
+// anchor and whose triangle with its two current neighbours has the
+// smallest area, Visvalingam and Whyatt's measure of how little a point
+// adds to a line ("Line generalisation by repeated elimination of points",
+// 1993). The rest of LTTB's picture stays as it was, which on bench/fidelity's
+// matrix draws a line no further from the raw one than LTTB's (see the
+// package doc).
 //
 // keep must be ascending with indices < len(ts); an entry that is not larger
 // than the one before it, is out of range, or points at a non-finite value is
@@ -27,7 +31,9 @@ import (
 // then the min: with len(keep) <= n/2 all of them fit for n >= 8, and keep,
 // first and last fit for n >= 4.
 //
-// Allocates only if dst lacks room for n more indices.
+// PeakLTTB uses dst's spare capacity as scratch and allocates only if dst
+// lacks room for 3n more indices, or when it has more than thinHeapMin
+// points to drop (many keep entries LTTB did not pick).
 func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 	size := min(len(ts), len(vs))
 	ts, vs = ts[:size], vs[:size]
@@ -42,24 +48,26 @@ func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 		return dst
 	}
 	iMin, iMax := argMinMax(vs, lo, hi+1)
-	needMin, needMax := true, true
-	if n >= 4 && !anyKeep(keep, vs) {
-		// Try plain LTTB first: most of the time it shows the peak values
-		// already (at this or another index), and then its picture is kept
-		// untouched. Forcing an anchor replaces a bucket's pick, which on
-		// step-like series costs a little fidelity (bench/fidelity).
-		base := len(dst)
-		dst = LTTB(dst, ts, vs, n)
-		for _, i := range dst[base:] {
-			needMin = needMin && vs[i] != vs[iMin]
-			needMax = needMax && vs[i] != vs[iMax]
+	base := len(dst)
+	dst = LTTB(dst, ts, vs, n)
+	// A pick that shows a peak value stands for it, as an anchor.
+	showMin, showMax := -1, -1
+	for _, i := range dst[base:] {
+		if showMin < 0 && vs[i] == vs[iMin] {
+			showMin = i
 		}
-		if !needMin && !needMax {
-			return dst
+		if showMax < 0 && vs[i] == vs[iMax] {
+			showMax = i
 		}
-		// Forcing one peak changes the picks after it, so force both.
-		needMin, needMax = true, true
-		dst = dst[:base]
+	}
+	if showMin >= 0 && showMax >= 0 && !anyKeep(keep, vs) {
+		return dst
+	}
+	if showMin >= 0 {
+		iMin = showMin
+	}
+	if showMax >= 0 {
+		iMax = showMax
 	}
 
 	// Anchors: the valid keep entries plus as many of the specials as fit.
@@ -73,12 +81,9 @@ func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 	budget := n - kept
 	var specials [4]int
 	ns := 0
-	for k, s := range [...]int{lo, hi, iMax, iMin} {
+	for _, s := range [...]int{lo, hi, iMax, iMin} {
 		if budget <= 0 {
 			break
-		}
-		if k == 2 && !needMax || k == 3 && !needMin {
-			continue
 		}
 		if containsInt(specials[:ns], s) || keepHas(keep, vs, kept, s) {
 			continue
@@ -88,107 +93,155 @@ func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 		budget--
 	}
 	sortSmall(specials[:ns])
-	anchors := func() mergedAnchors {
-		return mergedAnchors{keep: keepIter{keep: keep, vs: vs, limit: kept}, specials: specials[:ns]}
-	}
-
-	// Every anchor lies in [lo, hi]; budget > 0 implies lo and hi are anchors.
-	if budget >= hi-lo+1-kept-ns {
-		if budget > 0 {
-			return appendFinite(dst, vs[lo:hi+1], lo)
-		}
-	}
-	buckets := 0
-	if budget > 0 {
-		// Find a bucket count whose buckets plus surplus anchors fit. Each
-		// round lowers it; it converges in a few rounds, and n-2 minus the
-		// number of anchors inside always fits, so stop there if need be.
-		buckets = n - 2
-		for round := 0; buckets >= 1; round++ {
-			q := newAnchorQueue(anchors(), lo, hi)
-			extra := anchorSurplus(&q, lo, hi, buckets)
-			if buckets+extra <= n-2 {
-				break
-			}
-			buckets = n - 2 - extra
-			if round == 8 {
-				buckets = max(n-kept-ns, 0)
-				break
-			}
-		}
-	}
-	if buckets < 1 {
-		m := anchors()
-		for a, ok := m.next(); ok; a, ok = m.next() {
+	anchors := mergedAnchors{keep: keepIter{keep: keep, vs: vs, limit: kept}, specials: specials[:ns]}
+	if budget <= 0 { // the anchors take every slot
+		dst = dst[:base]
+		for a, ok := anchors.next(); ok; a, ok = anchors.next() {
 			dst = append(dst, a)
 		}
 		return dst
 	}
-	q := newAnchorQueue(anchors(), lo, hi)
-	dst = append(dst, lo)
-	dst = lttbInterior(dst, ts, vs, lo, hi, buckets, &q)
-	return append(dst, hi)
+	return thin(dst, base, ts, vs, n, anchors)
 }
 
-// anchorSurplus returns by how many the anchors in q exceed one per LTTB
-// bucket over [lo, hi] with the given number of buckets, counting anchors
-// past the last bucket's end in the last bucket, as lttbInterior does.
-func anchorSurplus(q *anchorQueue, lo, hi, buckets int) int {
-	every := float64(hi-lo-1) / float64(buckets)
-	edge := func(k int) int { return lo + int(float64(k)*every) + 1 } // as in lttbInterior
-	extra, prev := 0, -1
-	for q.peek() < hi {
-		p := q.pop()
-		k := min(max(int(float64(p-lo-1)/every), 0), buckets-1)
-		for k+1 < buckets && edge(k+1) <= p {
-			k++
+// thinHeapMin is the number of points to drop from which thin keeps the
+// triangle areas in a heap instead of rescanning them for every drop.
+const thinHeapMin = 8
+
+// thin merges the picks dst[base:] (ascending, at most n) with the anchors
+// (ascending, at most n) and drops the picks that are not anchors with the
+// smallest triangle areas until at most n points remain, the first of
+// equal areas first. While it works, an anchor is stored as ^index.
+func thin(dst []int, base int, ts []int64, vs []float64, n int, anchors mergedAnchors) []int {
+	picks := len(dst) - base
+	dst = slices.Grow(dst, 2*n)
+	// The picks move to the far end of the scratch, so the merge can write
+	// from base on without overtaking them.
+	src := dst[base+2*n : base+2*n+picks]
+	copy(src, dst[base:])
+	pts := dst[base:base]
+	a, ok := anchors.next()
+	for _, p := range src {
+		for ok && a < p {
+			pts = append(pts, ^a)
+			a, ok = anchors.next()
 		}
-		for k > 0 && edge(k) > p {
-			k--
+		if ok && a == p {
+			pts = append(pts, ^a)
+			a, ok = anchors.next()
+			continue
 		}
-		if k == prev {
-			extra++
-		}
-		prev = k
+		pts = append(pts, p)
 	}
-	return extra
-}
-
-// anchorQueue yields the anchors strictly between lo and hi in order.
-type anchorQueue struct {
-	m    mergedAnchors
-	hi   int
-	head int
-}
-
-func newAnchorQueue(m mergedAnchors, lo, hi int) anchorQueue {
-	q := anchorQueue{m: m, hi: hi}
-	for {
-		a, ok := q.m.next()
-		if !ok || a >= hi {
-			q.head = math.MaxInt
-			break
-		}
-		if a > lo {
-			q.head = a
-			break
-		}
+	for ; ok; a, ok = anchors.next() {
+		pts = append(pts, ^a)
 	}
-	return q
-}
 
-// peek returns the next anchor, or math.MaxInt if there is none.
-func (q *anchorQueue) peek() int { return q.head }
-
-// pop returns the next anchor and moves past it.
-func (q *anchorQueue) pop() int {
-	a := q.head
-	if next, ok := q.m.next(); ok && next < q.hi {
-		q.head = next
+	t0 := ts[^pts[0]] // pts[0] is the first finite sample, an anchor
+	at := func(k int) int {
+		if i := pts[k]; i < 0 {
+			return ^i
+		}
+		return pts[k]
+	}
+	area := func(p, m, q int) float64 {
+		xp, xm, xq := float64(ts[p]-t0), float64(ts[m]-t0), float64(ts[q]-t0)
+		a := math.Abs(float64((xm-xp)*(vs[q]-vs[p])) - float64((xq-xp)*(vs[m]-vs[p])))
+		if math.IsNaN(a) {
+			return math.Inf(1)
+		}
+		return a
+	}
+	if drop := len(pts) - n; drop >= thinHeapMin {
+		pts = thinHeap(pts, drop, at, area)
 	} else {
-		q.head = math.MaxInt
+		for range drop {
+			best, worst := -1, math.Inf(1)
+			for k := 1; k+1 < len(pts); k++ {
+				if pts[k] < 0 {
+					continue
+				}
+				if a := area(at(k-1), pts[k], at(k+1)); a < worst || best < 0 {
+					best, worst = k, a
+				}
+			}
+			if best < 0 {
+				break
+			}
+			pts = append(pts[:best], pts[best+1:]...)
+		}
 	}
-	return a
+	for k, i := range pts {
+		if i < 0 {
+			pts[k] = ^i
+		}
+	}
+	return dst[:base+len(pts)]
+}
+
+// thinHeap is thin's dropping loop for many drops: the areas live in a
+// heap, and a point's entry is refreshed when a neighbour goes.
+func thinHeap(pts []int, drop int, at func(int) int, area func(p, m, q int) float64) []int {
+	prev := make([]int32, len(pts))
+	next := make([]int32, len(pts))
+	for k := range pts {
+		prev[k], next[k] = int32(k-1), int32(k+1)
+	}
+	cur := make([]float64, len(pts))
+	h := make(areaHeap, 0, len(pts))
+	push := func(k int) {
+		if pts[k] < 0 || k == 0 || k == len(pts)-1 {
+			return
+		}
+		cur[k] = area(at(int(prev[k])), pts[k], at(int(next[k])))
+		heap.Push(&h, areaItem{cur[k], k})
+	}
+	for k := range pts {
+		push(k)
+	}
+	gone := 0
+	for gone < drop && h.Len() > 0 {
+		it := heap.Pop(&h).(areaItem)
+		k := it.k
+		if prev[k] == -2 || it.area != cur[k] { // dropped, or a stale entry
+			continue
+		}
+		p, q := prev[k], next[k]
+		next[p], prev[q] = q, p
+		prev[k] = -2
+		gone++
+		push(int(p))
+		push(int(q))
+	}
+	w := 0
+	for k := range pts {
+		if prev[k] != -2 {
+			pts[w] = pts[k]
+			w++
+		}
+	}
+	return pts[:w]
+}
+
+type areaItem struct {
+	area float64
+	k    int
+}
+
+// areaHeap is a min-heap of areas, the first point first on a tie.
+type areaHeap []areaItem
+
+func (h areaHeap) Len() int { return len(h) }
+func (h areaHeap) Less(i, j int) bool {
+	return h[i].area < h[j].area || h[i].area == h[j].area && h[i].k < h[j].k
+}
+func (h areaHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *areaHeap) Push(x any)   { *h = append(*h, x.(areaItem)) }
+func (h *areaHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
 }
 
 // argMinMax returns the indices of the first minimum and the first maximum

@@ -135,3 +135,39 @@ func TestLTTBMissesPeaks(t *testing.T) {
 		t.Fatalf("lttb dropped a peak in only %d of %d series; the default's reason is gone", missed["lttb"], series)
 	}
 }
+
+// TestReusedDstAllocatesNothing checks the allocation contract: with room
+// in dst, LTTB, MinMaxLTTB, M4, MinMax (below the parallel threshold) and
+// PeakLTTB (also when it adds a missed peak) allocate nothing.
+func TestReusedDstAllocatesNothing(t *testing.T) {
+	const n = 1000
+	dst := make([]int, 0, n*(1+downsample.MinMaxLTTBRatio))
+	added := 0
+	for seed := range int64(6) {
+		ts, vs := workload.Shape(workload.RandomWalk, 50_000, seed)
+		l := downsample.LTTB(nil, ts, vs, n)
+		iMax := 0
+		for i, v := range vs {
+			if v > vs[iMax] {
+				iMax = i
+			}
+		}
+		if !slices.ContainsFunc(l, func(i int) bool { return vs[i] == vs[iMax] }) {
+			added++
+		}
+		for name, run := range map[string]func(){
+			"lttb":       func() { dst = downsample.LTTB(dst[:0], ts, vs, n) },
+			"minmaxlttb": func() { dst = downsample.MinMaxLTTB(dst[:0], ts, vs, n, downsample.MinMaxLTTBRatio) },
+			"m4":         func() { dst = downsample.M4(dst[:0], ts, vs, n) },
+			"minmax":     func() { dst = downsample.MinMax(dst[:0], ts, vs, n) },
+			"peaklttb":   func() { dst = downsample.PeakLTTB(dst[:0], ts, vs, n, nil) },
+		} {
+			if a := testing.AllocsPerRun(5, run); a != 0 {
+				t.Errorf("seed %d: %s allocated %v times per call with a reused dst", seed, name, a)
+			}
+		}
+	}
+	if added == 0 {
+		t.Fatal("LTTB kept the max in every series: PeakLTTB's adding path went untested")
+	}
+}
