@@ -37,11 +37,12 @@ $(TOOLS_BIN)/victoria-metrics:
 # Every test: unit, end-to-end over real HTTP, real data. Packages run one
 # at a time (-p 1): the collector tests measure real CPU use of real
 # commands, which other test binaries on the same two cores would distort.
+# The purego runs check downsample's portable kernels, which amd64 with
+# AVX2 and AVX-512 would otherwise skip.
 test: tools
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -timeout 25m ./...
-	# the portable kernels, which amd64 with AVX2 would otherwise skip
 	$(GO) vet -tags purego ./downsample/
 	$(GO) test -count=1 -tags purego ./downsample/
 

@@ -44,10 +44,11 @@
 //   - M4: first, last, min and max of each of n/4 equal time buckets
 //     (Jugel et al., 2014): pixel-exact for a line chart n/4 pixels wide.
 //   - MinMax: min and max of each of (n-2)/2 equal time buckets.
-//   - PeakLTTB: LTTB with forced picks: the series' global max and min and
-//     the caller's keep indices replace LTTB's pick in the buckets holding
-//     them. With nothing to keep, if LTTB's own picks already show the max
-//     and min values, they are returned untouched.
+//   - PeakLTTB: LTTB's picks plus the series' global max and min and the
+//     caller's keep indices, less the LTTB picks with the smallest
+//     Visvalingam-Whyatt triangles to stay within n. With nothing to keep,
+//     if LTTB's own picks already show the max and min values, they are
+//     returned untouched.
 //
 // M4 and MinMax (and so MinMaxLTTB's preselection) split large inputs
 // (parallelMinPoints, 65,536 samples, or more) across GOMAXPROCS goroutines

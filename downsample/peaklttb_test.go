@@ -15,15 +15,7 @@ import (
 // (the first on a tie) is removed, recomputing everything each time.
 func thinOracle(ts []int64, vs []float64, n int, keep []int) []int {
 	picks := downsample.LTTB(nil, ts, vs, n)
-	iMin, iMax := 0, 0
-	for i, v := range vs {
-		if v < vs[iMin] {
-			iMin = i
-		}
-		if v > vs[iMax] {
-			iMax = i
-		}
-	}
+	iMin, iMax := extremes(vs)
 	shows := func(v float64) int {
 		for _, p := range picks {
 			if vs[p] == v {

@@ -105,15 +105,7 @@ func TestLTTBMissesPeaks(t *testing.T) {
 	var dst []int
 	for s := range series {
 		ts, vs := workload.Shape(workload.RandomWalk, 2000+rng.IntN(20_000), int64(s))
-		iMin, iMax := 0, 0
-		for i, v := range vs {
-			if v < vs[iMin] {
-				iMin = i
-			}
-			if v > vs[iMax] {
-				iMax = i
-			}
-		}
+		iMin, iMax := extremes(vs)
 		for _, name := range downsample.Names() {
 			var err error
 			dst, err = downsample.Select(dst[:0], name, ts, vs, 200, nil)
@@ -146,12 +138,7 @@ func TestReusedDstAllocatesNothing(t *testing.T) {
 	for seed := range int64(6) {
 		ts, vs := workload.Shape(workload.RandomWalk, 50_000, seed)
 		l := downsample.LTTB(nil, ts, vs, n)
-		iMax := 0
-		for i, v := range vs {
-			if v > vs[iMax] {
-				iMax = i
-			}
-		}
+		_, iMax := extremes(vs)
 		if !slices.ContainsFunc(l, func(i int) bool { return vs[i] == vs[iMax] }) {
 			added++
 		}
@@ -170,4 +157,18 @@ func TestReusedDstAllocatesNothing(t *testing.T) {
 	if added == 0 {
 		t.Fatal("LTTB kept the max in every series: PeakLTTB's adding path went untested")
 	}
+}
+
+// extremes returns the indices of the first minimum and the first maximum
+// of finite, non-empty vs.
+func extremes(vs []float64) (iMin, iMax int) {
+	for i, v := range vs {
+		if v < vs[iMin] {
+			iMin = i
+		}
+		if v > vs[iMax] {
+			iMax = i
+		}
+	}
+	return iMin, iMax
 }
