@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 
 	lttb "github.com/dgryski/go-lttb"
 
@@ -92,12 +93,15 @@ func BenchmarkDownsample(b *testing.B) {
 //
 //	go test -run='^$' -bench='BenchmarkDownsampleScaling' -count=6 ./downsample/ | tee scaling.txt
 //	benchstat -col /procs scaling.txt
+//
+// algo=sum is not an algorithm but the ceiling: a plain split read of the
+// same values.
 func BenchmarkDownsampleScaling(b *testing.B) {
 	procs := []int{1}
 	if n := runtime.NumCPU(); n > 1 {
 		procs = append(procs, n)
 	}
-	for _, algo := range []string{"minmax", "m4", "minmaxlttb"} {
+	for _, algo := range []string{"minmax", "m4", "minmaxlttb", "sum"} {
 		b.Run("algo="+algo, func(b *testing.B) {
 			for _, shape := range []string{"randomwalk", "gaps"} {
 				b.Run("shape="+shape, func(b *testing.B) {
@@ -106,7 +110,12 @@ func BenchmarkDownsampleScaling(b *testing.B) {
 							for _, p := range procs {
 								b.Run(fmt.Sprint("procs=", p), func(b *testing.B) {
 									defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
-									benchOne(b, algo, series(shape, size.n, false))
+									s := series(shape, size.n, false)
+									if algo == "sum" {
+										benchSum(b, s.vs, p)
+										return
+									}
+									benchOne(b, algo, s)
 								})
 							}
 						})
@@ -115,6 +124,44 @@ func BenchmarkDownsampleScaling(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchSum is the scaling benchmark's reference: it reads every value once,
+// as the min/max scan does, adding their bits as integers in four chains
+// (so the adds never wait on each other) on each of procs goroutines, the
+// series split the way MinMax splits its scan. Its speedup is what this
+// machine's caches and memory give a plain parallel read of the series.
+func benchSum(b *testing.B, vs []float64, procs int) {
+	b.ReportAllocs()
+	bits := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs))
+	sums := make([]uint64, procs)
+	part := func(w int) {
+		var s0, s1, s2, s3 uint64
+		c := bits[w*len(bits)/procs : (w+1)*len(bits)/procs]
+		for i := 0; i+4 <= len(c); i += 4 {
+			q := c[i : i+4 : i+4]
+			s0 += q[0]
+			s1 += q[1]
+			s2 += q[2]
+			s3 += q[3]
+		}
+		sums[w] = s0 + s1 + s2 + s3
+	}
+	for b.Loop() {
+		if procs == 1 {
+			part(0)
+			continue
+		}
+		var wg sync.WaitGroup
+		for w := range procs {
+			wg.Go(func() { part(w) })
+		}
+		wg.Wait()
+	}
+	if sums[0] == 0 {
+		b.Fatal("the series' bits sum to 0")
+	}
+	reportPerPoint(b, len(vs))
 }
 
 func benchOne(b *testing.B, algo string, s *benchSeries) {
