@@ -185,40 +185,31 @@ func sumBucket(tb []int64, vb []float64, t0 int64) (sumT int64, sumV float64) {
 //
 // On amd64 with AVX-512 the vector kernel (lttb_amd64.s) takes the samples
 // in blocks of pickBlock; the rest, or all of them elsewhere, go through a
-// loop of four samples at a time that tests the four areas against the
-// best so far in one branch, which is rarely taken; only then does it walk
-// them in order to keep the first of equal areas. Both compute each area
-// with the same IEEE operations in the same order, without fused
-// multiply-adds, so their picks are the same.
+// branch-free loop. Both compute each area with the same IEEE operations
+// in the same order, without fused multiply-adds, so their picks are the
+// same.
 func pickAny(ct []int64, cv []float64, ta int64, ax, ay, avgX, avgY float64) (pick int) {
 	cv = cv[:len(ct)]
 	dx := ax - avgX
 	dy := avgY - ay
 	pick, best, i := pickAnyVec(ct, cv, ta, ay, dx, dy)
-	negBest := -best
-	for ; i+4 <= len(ct); i += 4 {
-		c4t := ct[i : i+4 : i+4]
-		c4v := cv[i : i+4 : i+4]
-		// Steinarsson's (ax-avgX)*(y-ay) - (ax-x)*(avgY-ay), written as a
-		// sum with (x-ax): negation is exact, so the bits are his.
-		l0 := float64(dx*(c4v[0]-ay)) + float64(float64(c4t[0]-ta)*dy)
-		l1 := float64(dx*(c4v[1]-ay)) + float64(float64(c4t[1]-ta)*dy)
-		l2 := float64(dx*(c4v[2]-ay)) + float64(float64(c4t[2]-ta)*dy)
-		l3 := float64(dx*(c4v[3]-ay)) + float64(float64(c4t[3]-ta)*dy)
-		if l0 > best || l0 < negBest || l1 > best || l1 < negBest ||
-			l2 > best || l2 < negBest || l3 > best || l3 < negBest {
-			for k, l := range [4]float64{l0, l1, l2, l3} {
-				if a := math.Abs(l); a > best {
-					best, pick = a, i+k
-				}
-			}
-			negBest = -best
-		}
+	// The areas are compared by the bits of their absolute values, which
+	// order as integers do, so the compiler can keep the best without a
+	// branch; a NaN area's bits are set below every other.
+	bestKey := int64(-1)
+	if pick >= 0 {
+		bestKey = int64(math.Float64bits(best))
 	}
 	for ; i < len(ct); i++ {
+		// Steinarsson's (ax-avgX)*(y-ay) - (ax-x)*(avgY-ay), written as a
+		// sum with (x-ax): negation is exact, so the bits are his.
 		l := float64(dx*(cv[i]-ay)) + float64(float64(ct[i]-ta)*dy)
-		if a := math.Abs(l); a > best {
-			best, pick = a, i
+		k := int64(math.Float64bits(l) &^ (1 << 63))
+		if k > 0x7ff0000000000000 {
+			k = -1
+		}
+		if k > bestKey {
+			bestKey, pick = k, i
 		}
 	}
 	return pick
