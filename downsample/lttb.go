@@ -183,11 +183,11 @@ func sumBucket(tb []int64, vb []float64, t0 int64) (sumT int64, sumV float64) {
 // triangle with (ax, ay) and (avgX, avgY), the first on a tie, on a bucket
 // of finite values whose time offsets from ta fit in 2^53.
 //
-// On amd64 with AVX-512 the vector kernel (lttb_amd64.s) takes the samples
-// in blocks of pickBlock; the rest, or all of them elsewhere, go through a
-// branch-free loop. Both compute each area with the same IEEE operations
-// in the same order, without fused multiply-adds, so their picks are the
-// same.
+// On amd64 with AVX-512 the vector kernel (lttb_amd64.s) takes buckets of
+// pickVecMin samples or more; smaller ones, or all of them elsewhere, go
+// through a branch-free loop. Both compute each area with the same IEEE
+// operations in the same order, without fused multiply-adds, so their
+// picks are the same.
 func pickAny(ct []int64, cv []float64, ta int64, ax, ay, avgX, avgY float64) (pick int) {
 	cv = cv[:len(ct)]
 	dx := ax - avgX

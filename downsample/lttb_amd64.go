@@ -9,36 +9,23 @@ import "golang.org/x/sys/cpu"
 // turn it off to check the portable loop on the same inputs.
 var useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ
 
-// pickBlock is how many samples a pass of the vector kernel takes.
-const pickBlock = 32
+// pickVecMin is the bucket length from which pickAny runs the vector
+// kernel; below it, setting up the vectors and reducing the lanes cost
+// about what they save (a bucket of 10 samples measured no faster).
+const pickVecMin = 32
 
-// pickLanes is the vector kernel's result: per lane, the largest area and
-// the index of the first sample that reached it (-1 if none did).
-type pickLanes struct {
-	best [pickBlock]float64
-	idx  [pickBlock]int64
-}
-
-// pickAreasAVX512 computes the areas of pickAny for the first
-// len(ct)&^(pickBlock-1) samples into out. Implemented in lttb_amd64.s.
+// pickAreasAVX512 returns pickAny's pick among all of ct/cv and its area,
+// or -1 and -1 if none compares. Implemented in lttb_amd64.s.
 //
 //go:noescape
-func pickAreasAVX512(ct []int64, cv []float64, ta int64, ay, dx, dy float64, out *pickLanes)
+func pickAreasAVX512(ct []int64, cv []float64, ta int64, ay, dx, dy float64) (pick int, best float64)
 
 // pickAnyVec is pickAny's vector kernel: it returns the pick and its area
-// among the first n samples, n = len(ct) rounded down to pickBlock, or n = 0
-// if it cannot run.
+// among the first n samples, n = len(ct), or n = 0 if it cannot run.
 func pickAnyVec(ct []int64, cv []float64, ta int64, ay, dx, dy float64) (pick int, best float64, n int) {
-	if !useAVX512 || len(ct) < pickBlock {
+	if !useAVX512 || len(ct) < pickVecMin {
 		return -1, -1, 0
 	}
-	var out pickLanes
-	pickAreasAVX512(ct, cv[:len(ct)], ta, ay, dx, dy, &out)
-	pick, best = -1, -1.0
-	for k, b := range out.best {
-		if i := int(out.idx[k]); b > best || b == best && i < pick {
-			best, pick = b, i
-		}
-	}
-	return pick, best, len(ct) &^ (pickBlock - 1)
+	pick, best = pickAreasAVX512(ct, cv[:len(ct)], ta, ay, dx, dy)
+	return pick, best, len(ct)
 }

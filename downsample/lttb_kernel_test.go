@@ -17,7 +17,7 @@ func TestPickAnyKernels(t *testing.T) {
 	defer func() { useAVX512 = true }()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for c := range 20000 {
-		size := rng.IntN(4 * 32) // around the blocks of 32
+		size := rng.IntN(4 * 32) // around the kernel's blocks of 8 and 32
 		ct := make([]int64, size)
 		cv := make([]float64, size)
 		t0 := rng.Int64N(1 << 40)
