@@ -198,7 +198,7 @@ func TestParallelMatchesSerial(t *testing.T) {
 	for _, shape := range workload.Shapes {
 		ts, vs := workload.Shape(shape, 1_000_003, 7)
 		for _, n := range []int{4, 10, 1000, 4001} {
-			for _, name := range []string{"minmax", "m4", "minmaxlttb"} {
+			for _, name := range []string{"minmax", "m4", "minmaxlttb", "peaklttb"} {
 				runtime.GOMAXPROCS(1)
 				want := algorithms[name](nil, ts, vs, n)
 				for _, procs := range []int{2, 3, 4} {

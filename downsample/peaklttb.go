@@ -4,7 +4,9 @@ import (
 	"container/heap"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // PeakLTTB appends to dst the indices of at most n samples of ts/vs and
@@ -32,8 +34,10 @@ import (
 // first and last fit for n >= 4.
 //
 // PeakLTTB uses dst's spare capacity as scratch and allocates only if dst
-// lacks room for 3n more indices, or when it has more than thinHeapMin
-// points to drop (many keep entries LTTB did not pick).
+// lacks room for 3n more indices, when it has more than thinHeapMin points
+// to drop (many keep entries LTTB did not pick), or for the goroutine that
+// scans for the peaks while LTTB runs, on inputs of parallelMinPoints
+// samples or more when GOMAXPROCS > 1.
 func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 	size := min(len(ts), len(vs))
 	ts, vs = ts[:size], vs[:size]
@@ -47,9 +51,14 @@ func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 	if lo < 0 {
 		return dst
 	}
-	iMin, iMax := argMinMax(vs, lo, hi+1)
 	base := len(dst)
-	dst = LTTB(dst, ts, vs, n)
+	var iMin, iMax int
+	if hi-lo >= parallelMinPoints && runtime.GOMAXPROCS(0) > 1 {
+		dst, iMin, iMax = lttbAndPeaks(dst, ts, vs, n, lo, hi)
+	} else {
+		iMin, iMax = argMinMax(vs, lo, hi+1)
+		dst = LTTB(dst, ts, vs, n)
+	}
 	// A pick that shows a peak value stands for it, as an anchor.
 	showMin, showMax := -1, -1
 	for _, i := range dst[base:] {
@@ -102,6 +111,18 @@ func PeakLTTB(dst []int, ts []int64, vs []float64, n int, keep []int) []int {
 		return dst
 	}
 	return thin(dst, base, ts, vs, n, anchors)
+}
+
+// lttbAndPeaks appends LTTB's picks to dst while another goroutine scans
+// [lo, hi] for the peaks: each reads the whole series and neither needs the
+// other, so on two cores they overlap. (A function of its own, so that only
+// this path pays for the variables the goroutine shares.)
+func lttbAndPeaks(dst []int, ts []int64, vs []float64, n, lo, hi int) (out []int, iMin, iMax int) {
+	var wg sync.WaitGroup
+	wg.Go(func() { iMin, iMax = argMinMax(vs, lo, hi+1) })
+	out = LTTB(dst, ts, vs, n)
+	wg.Wait()
+	return out, iMin, iMax
 }
 
 // thinHeapMin is the number of points to drop from which thin keeps the
