@@ -84,5 +84,6 @@
 // than LTTB's by more than 0.004% of the canvas (TestFidelity). M4 and MinMax
 // keep peaks too but draw step and staircase series visibly worse (2 to 6
 // times LTTB's pixel error at n 1000). PeakLTTB costs one LTTB run, a
-// max/min scan and, when it adds points, a pass over the n picks.
+// max/min scan (beside LTTB, on a second goroutine, for large inputs) and,
+// when it adds points, a pass over the n picks.
 package downsample
