@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,74 +19,48 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/peakline/peakline/collector"
 )
 
 // --- synthetic jobs, as JSON ingest batches ---
 
-type webBatch struct {
-	JobID     string           `json:"job_id"`
-	Tasks     []webBatchTask   `json:"tasks,omitempty"`
-	LastEvent *webBatchEvent   `json:"last_event,omitempty"`
-	Series    []webBatchSeries `json:"series,omitempty"`
-}
-
-type webBatchTask struct {
-	Counter int64  `json:"counter"`
-	UUID    string `json:"uuid"`
-	Name    string `json:"name"`
-	Start   int64  `json:"start"`
-}
-
-type webBatchEvent struct {
-	Counter int64 `json:"counter"`
-	Time    int64 `json:"time"`
-}
-
-type webBatchSeries struct {
-	Resource string    `json:"resource"`
-	Counter  int64     `json:"counter"`
-	UUID     string    `json:"uuid"`
-	Task     string    `json:"task"`
-	T        []int64   `json:"t"`
-	V        []float64 `json:"v"`
-}
-
 func webUUID(i int) string { return fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d", i) }
 
 // webEmptyJob has three tasks and no samples.
-func webEmptyJob(startMs int64) *webBatch {
-	b := &webBatch{JobID: "web-empty", LastEvent: &webBatchEvent{Counter: 12, Time: startMs + 9000}}
+func webEmptyJob(startMs int64) *collector.Batch {
+	b := &collector.Batch{JobID: "web-empty", LastEvent: &collector.Event{Counter: 12, TimeMs: startMs + 9000}}
 	for i := range 3 {
-		b.Tasks = append(b.Tasks, webBatchTask{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), Start: startMs + int64(i)*3000})
+		b.Tasks = append(b.Tasks, collector.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), StartMs: startMs + int64(i)*3000})
 	}
 	return b
 }
 
 // webOneSampleJob has one task with one CPU sample.
-func webOneSampleJob(startMs int64) *webBatch {
-	return &webBatch{
+func webOneSampleJob(startMs int64) *collector.Batch {
+	return &collector.Batch{
 		JobID:     "web-one-sample",
-		Tasks:     []webBatchTask{{Counter: 3, UUID: webUUID(1), Name: "the only task", Start: startMs}},
-		LastEvent: &webBatchEvent{Counter: 5, Time: startMs + 2000},
-		Series:    []webBatchSeries{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", T: []int64{startMs + 500}, V: []float64{42}}},
+		Tasks:     []collector.Task{{Counter: 3, UUID: webUUID(1), Name: "the only task", StartMs: startMs}},
+		LastEvent: &collector.Event{Counter: 5, TimeMs: startMs + 2000},
+		Series:    []collector.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", Ts: []int64{startMs + 500}, Vs: []float64{42}}},
 	}
 }
 
 // webManyTasksJob has webManyTasks tasks of 400 ms. Each has two CPU
 // samples; every tenth also memory and PIDs samples (the store's cost is
 // per series, one per task and resource); task 7777 holds the memory peak.
-func webManyTasksJob(startMs int64) *webBatch {
-	b := &webBatch{JobID: "web-many-tasks", LastEvent: &webBatchEvent{Counter: int64(3 * (webManyTasks + 1)), Time: startMs + webManyTasks*400}}
-	res := map[string][]webBatchSeries{}
+func webManyTasksJob(startMs int64) *collector.Batch {
+	b := &collector.Batch{JobID: "web-many-tasks", LastEvent: &collector.Event{Counter: int64(3 * (webManyTasks + 1)), TimeMs: startMs + webManyTasks*400}}
+	res := map[string][]collector.Series{}
 	for i := range webManyTasks {
 		counter := int64(3 + 3*i)
 		name := fmt.Sprintf("step %05d: configure item", i)
 		start := startMs + int64(i)*400
-		b.Tasks = append(b.Tasks, webBatchTask{Counter: counter, UUID: webUUID(i), Name: name, Start: start})
+		b.Tasks = append(b.Tasks, collector.Task{Counter: counter, UUID: webUUID(i), Name: name, StartMs: start})
 		ts := []int64{start + 100, start + 300}
 		wave := float64(i % 97)
 		add := func(r string, vs ...float64) {
-			res[r] = append(res[r], webBatchSeries{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, T: ts, V: vs})
+			res[r] = append(res[r], collector.Series{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, Ts: ts, Vs: vs})
 		}
 		add("cpu", 20+wave, 30+wave/2)
 		if i%10 == 0 || i == 7777 {
@@ -107,33 +79,25 @@ func webManyTasksJob(startMs int64) *webBatch {
 }
 
 // webLiveJob is running: its newest samples are from nowMs.
-func webLiveJob(nowMs int64) *webBatch {
+func webLiveJob(nowMs int64) *collector.Batch {
 	start := nowMs - 20_000
-	b := &webBatch{JobID: "web-live", Tasks: []webBatchTask{{Counter: 3, UUID: webUUID(1), Name: "still running", Start: start}}}
-	s := webBatchSeries{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
+	b := &collector.Batch{JobID: "web-live", Tasks: []collector.Task{{Counter: 3, UUID: webUUID(1), Name: "still running", StartMs: start}}}
+	s := collector.Series{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
 	for ts := start + 250; ts <= nowMs; ts += 250 {
-		s.T = append(s.T, ts)
-		s.V = append(s.V, float64(50+ts%40))
+		s.Ts = append(s.Ts, ts)
+		s.Vs = append(s.Vs, float64(50+ts%40))
 	}
 	b.Series = append(b.Series, s)
 	return b
 }
 
-// webIngest posts one batch to the server's JSON ingest.
-func webIngest(t *testing.T, base string, b *webBatch) {
+// webIngest posts one batch to the server's JSON ingest with the
+// collector's client.
+func webIngest(t *testing.T, base string, b *collector.Batch) {
 	t.Helper()
-	body, err := json.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Post(base+"/api/v1/ingest", "application/json", bytes.NewReader(body))
-	if err != nil {
+	c := collector.Client{BaseURL: base}
+	if err := c.Send(context.Background(), b); err != nil {
 		t.Fatalf("ingest %s: %v", b.JobID, err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("ingest %s: %s: %s", b.JobID, resp.Status, answer)
 	}
 }
 

@@ -43,7 +43,7 @@ func form(c echo.Context) (*http.Request, error) {
 		if errors.As(err, &he) {
 			return nil, promErr(he)
 		}
-		return nil, &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: fmt.Errorf("parse form values: %w", err)}
+		return nil, promBadRequest(fmt.Errorf("parse form values: %w", err))
 	}
 	return r, nil
 }
@@ -100,8 +100,7 @@ func (a *promAPI) queryRange(c echo.Context) error {
 		return promBadData("step", errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"))
 	}
 	if end.Sub(start)/step > maxPointsPerSeries {
-		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest,
-			err: errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")}
+		return promBadRequest(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
 	limit, err := limitParam(r)
 	if err != nil {
@@ -191,13 +190,13 @@ func (a *promAPI) labelValues(c echo.Context) error {
 	}
 	name, err := pathParam(c, "name")
 	if err != nil {
-		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: fmt.Errorf("invalid label name: %v", err)}
+		return promBadRequest(fmt.Errorf("invalid label name: %v", err))
 	}
 	if strings.HasPrefix(name, "U__") {
 		name = model.UnescapeName(name, model.ValueEncodingEscaping)
 	}
 	if !model.UTF8Validation.IsValidLabelName(name) {
-		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: fmt.Errorf("invalid label name: %q", name)}
+		return promBadRequest(fmt.Errorf("invalid label name: %q", name))
 	}
 	l, err := lookupParams(r)
 	if err != nil {
@@ -217,7 +216,7 @@ func (a *promAPI) series(c echo.Context) error {
 		return err
 	}
 	if len(r.Form["match[]"]) == 0 {
-		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: errors.New("no match[] parameter provided")}
+		return promBadRequest(errors.New("no match[] parameter provided"))
 	}
 	l, err := lookupParams(r)
 	if err != nil {
@@ -242,13 +241,13 @@ func (a *promAPI) metadata(c echo.Context) error {
 	limit := -1
 	if s := r.FormValue("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil {
-			return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: errors.New("limit must be a number")}
+			return promBadRequest(errors.New("limit must be a number"))
 		}
 	}
 	if s := r.FormValue("limit_per_metric"); s != "" {
 		// Each family has one entry here, so any limit keeps it.
 		if _, err := strconv.Atoi(s); err != nil {
-			return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: errors.New("limit_per_metric must be a number")}
+			return promBadRequest(errors.New("limit_per_metric must be a number"))
 		}
 	}
 	return c.JSON(http.StatusOK, promSuccess{Status: "success", Data: a.meta.list(r.FormValue("metric"), limit)})

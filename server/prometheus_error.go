@@ -61,7 +61,12 @@ func promErr(err error) error {
 
 // promBadData is a bad_data error naming the parameter.
 func promBadData(param string, err error) error {
-	return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: fmt.Errorf("invalid parameter %q: %w", param, err)}
+	return promBadRequest(fmt.Errorf("invalid parameter %q: %w", param, err))
+}
+
+// promBadRequest is a bad_data error (400) with err's message as it is.
+func promBadRequest(err error) error {
+	return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: err}
 }
 
 // promErrorBody is the Prometheus error envelope.
