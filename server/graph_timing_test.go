@@ -25,7 +25,7 @@ func BenchmarkGraph(b *testing.B) {
 			b.Fatal(err)
 		}
 		job := workload.AnsibleJob("bench", workload.JobSpec{Tasks: 200, SamplesPerResource: size, StartMs: 1796009960000}, 1)
-		if _, err := store.Append(context.Background(), toStoreBatch(job)); err != nil {
+		if _, err := store.Append(context.Background(), jobBatch(job)); err != nil {
 			b.Fatal(err)
 		}
 		if err := store.Compact(context.Background()); err != nil {
@@ -73,17 +73,4 @@ func BenchmarkGraph(b *testing.B) {
 		hs.Close()
 		store.Close()
 	}
-}
-
-// toStoreBatch turns a synthetic job into one store batch.
-func toStoreBatch(j *workload.Job) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: j.ID, LastEvent: &tsdb.Event{Counter: j.LastCounter, TimeMs: j.LastEventMs}}
-	for _, t := range j.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
-	}
-	for _, s := range j.Series {
-		t := j.Tasks[s.Task]
-		b.Series = append(b.Series, tsdb.SeriesData{Resource: s.Resource, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: s.Ts, Vs: s.Vs})
-	}
-	return b
 }
