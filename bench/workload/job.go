@@ -62,32 +62,11 @@ func AnsibleJob(id string, spec JobSpec, seed int64) *Job {
 		spec.Resources = []string{"cpu", "memory", "pids"}
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
-	// Split the samples among tasks: short tasks get few, others a random share.
-	weights := make([]float64, spec.Tasks)
-	total := 0.0
 	job := &Job{ID: id}
-	for i := range weights {
-		kind := TaskKinds[rng.IntN(len(TaskKinds))]
-		w := 0.2 + rng.Float64()*2
-		if kind == "short" {
-			w = 0.01
-		}
-		weights[i] = w
-		total += w
-		job.Tasks = append(job.Tasks, Task{Kind: kind})
-	}
+	var perTask []int
+	job.Tasks, perTask = planTasks(rng, spec)
 	counter := int64(3)
 	t := spec.StartMs
-	perTask := make([]int, spec.Tasks)
-	left := spec.SamplesPerResource
-	for i := range perTask {
-		n := int(math.Round(float64(spec.SamplesPerResource) * weights[i] / total))
-		if i == len(perTask)-1 || n > left {
-			n = left
-		}
-		perTask[i] = n
-		left -= n
-	}
 	for i := range job.Tasks {
 		tk := &job.Tasks[i]
 		tk.Counter = counter
@@ -113,6 +92,37 @@ func AnsibleJob(id string, spec JobSpec, seed int64) *Job {
 	job.LastCounter = counter
 	job.LastEventMs = t
 	return job
+}
+
+// planTasks draws the kind of each of spec.Tasks tasks and splits
+// spec.SamplesPerResource among them: short tasks get few, others a random
+// share. It returns the tasks (Kind set) and each one's samples per
+// resource.
+func planTasks(rng *rand.Rand, spec JobSpec) (tasks []Task, perTask []int) {
+	weights := make([]float64, spec.Tasks)
+	total := 0.0
+	tasks = make([]Task, spec.Tasks)
+	for i := range weights {
+		kind := TaskKinds[rng.IntN(len(TaskKinds))]
+		w := 0.2 + rng.Float64()*2
+		if kind == "short" {
+			w = 0.01
+		}
+		weights[i] = w
+		total += w
+		tasks[i].Kind = kind
+	}
+	perTask = make([]int, spec.Tasks)
+	left := spec.SamplesPerResource
+	for i := range perTask {
+		n := int(math.Round(float64(spec.SamplesPerResource) * weights[i] / total))
+		if i == len(perTask)-1 || n > left {
+			n = left
+		}
+		perTask[i] = n
+		left -= n
+	}
+	return tasks, perTask
 }
 
 // value is sample k of n of a task of the given kind.

@@ -94,29 +94,7 @@ func NewStream(id string, spec JobSpec, seed int64) *Stream {
 	}
 	s := &Stream{ID: id, spec: spec, seed: seed, total: spec.SamplesPerResource}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5851f42d4c957f2d))
-	weights := make([]float64, spec.Tasks)
-	sum := 0.0
-	s.Tasks = make([]Task, spec.Tasks)
-	for i := range weights {
-		kind := TaskKinds[rng.IntN(len(TaskKinds))]
-		w := 0.2 + rng.Float64()*2
-		if kind == "short" {
-			w = 0.01
-		}
-		weights[i] = w
-		sum += w
-		s.Tasks[i].Kind = kind
-	}
-	s.perTask = make([]int, spec.Tasks)
-	left := spec.SamplesPerResource
-	for i := range s.perTask {
-		n := int(math.Round(float64(spec.SamplesPerResource) * weights[i] / sum))
-		if i == len(s.perTask)-1 || n > left {
-			n = left
-		}
-		s.perTask[i] = n
-		left -= n
-	}
+	s.Tasks, s.perTask = planTasks(rng, spec)
 	s.firstMs = make([]int64, spec.Tasks)
 	counter, t := int64(3), spec.StartMs
 	for i := range s.Tasks {
