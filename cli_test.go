@@ -138,13 +138,7 @@ func TestImportViaServerIsIdempotent(t *testing.T) {
 	s.stop(t)
 	s = serve(t, "--data", data)
 	for _, id := range []string{"demo2", "renamed"} {
-		var g struct {
-			Series []struct {
-				Resource   string `json:"resource"`
-				RawSamples int    `json:"raw_samples"`
-			} `json:"series"`
-			Tasks []struct{} `json:"tasks"`
-		}
+		var g graphDoc
 		code, body := s.get(t, "/api/v1/jobs/"+id+"/graph")
 		if code != http.StatusOK || json.Unmarshal(body, &g) != nil {
 			t.Fatalf("graph %s: %d %s", id, code, body)

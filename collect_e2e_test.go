@@ -171,17 +171,33 @@ func peakCounter(p *peakDoc) int64 {
 	return p.Counter
 }
 
-// graphDoc is the graph payload as a client reads it.
+// graphDoc is the graph payload as the end-to-end tests read it, decoded
+// independently of the server's types.
 type graphDoc struct {
-	Series []struct {
-		Resource   string   `json:"resource"`
-		RawSamples int      `json:"raw_samples"`
-		Peak       *peakDoc `json:"peak"`
-	} `json:"series"`
-	Tasks []struct {
-		Counter int64  `json:"counter"`
-		Name    string `json:"name"`
-	} `json:"tasks"`
+	From      int64          `json:"from"`
+	To        int64          `json:"to"`
+	Points    int            `json:"points"`
+	Series    []seriesDoc    `json:"series"`
+	Tasks     []graphTaskDoc `json:"tasks"`
+	EventsURL string         `json:"events_url"`
+}
+
+// seriesDoc is one resource's line of graphDoc.
+type seriesDoc struct {
+	Resource   string   `json:"resource"`
+	RawSamples int      `json:"raw_samples"`
+	T          []int64  `json:"t"`
+	Peak       *peakDoc `json:"peak"`
+}
+
+// graphTaskDoc is one task of graphDoc.
+type graphTaskDoc struct {
+	Counter int64  `json:"counter"`
+	Name    string `json:"name"`
+	Events  *struct {
+		GTE int64 `json:"counter_gte"`
+		LTE int64 `json:"counter_lte"`
+	} `json:"events"`
 }
 
 var samplesRE = regexp.MustCompile(`collection done.* samples=(\d+)`)

@@ -103,35 +103,7 @@ func webIngest(t *testing.T, base string, b *collector.Batch) {
 
 // --- the graph payload, as the test reads it ---
 
-type webGraph struct {
-	From      int64          `json:"from"`
-	To        int64          `json:"to"`
-	Points    int            `json:"points"`
-	Series    []webGraphLine `json:"series"`
-	Tasks     []webGraphTask `json:"tasks"`
-	EventsURL string         `json:"events_url"`
-}
-
-type webGraphLine struct {
-	Resource string  `json:"resource"`
-	T        []int64 `json:"t"`
-	Peak     *struct {
-		T       int64   `json:"t"`
-		V       float64 `json:"v"`
-		Counter int64   `json:"counter"`
-	} `json:"peak"`
-}
-
-type webGraphTask struct {
-	Counter int64  `json:"counter"`
-	Name    string `json:"name"`
-	Events  *struct {
-		GTE int64 `json:"counter_gte"`
-		LTE int64 `json:"counter_lte"`
-	} `json:"events"`
-}
-
-func (g *webGraph) series(resource string) *webGraphLine {
+func (g *graphDoc) series(resource string) *seriesDoc {
 	for i := range g.Series {
 		if g.Series[i].Resource == resource {
 			return &g.Series[i]
@@ -140,7 +112,7 @@ func (g *webGraph) series(resource string) *webGraphLine {
 	return nil
 }
 
-func (g *webGraph) task(counter int64) *webGraphTask {
+func (g *graphDoc) task(counter int64) *graphTaskDoc {
 	for i := range g.Tasks {
 		if g.Tasks[i].Counter == counter {
 			return &g.Tasks[i]
@@ -151,14 +123,14 @@ func (g *webGraph) task(counter int64) *webGraphTask {
 
 // webFetchGraph repeats a graph request the page made, to compare what
 // it drew with what it got.
-func webFetchGraph(t *testing.T, u string) *webGraph {
+func webFetchGraph(t *testing.T, u string) *graphDoc {
 	t.Helper()
 	resp, err := http.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var g webGraph
+	var g graphDoc
 	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s, %v", u, resp.Status, err)
 	}
@@ -400,7 +372,7 @@ func (tab *webTab) center(t *testing.T, sel string) struct{ X, Y float64 } {
 }
 
 // checkDrawn compares each chart's point count with the payload's.
-func (tab *webTab) checkDrawn(t *testing.T, g *webGraph) {
+func (tab *webTab) checkDrawn(t *testing.T, g *graphDoc) {
 	t.Helper()
 	drawn := webEval[map[string]string](t, tab, `Object.fromEntries([...document.querySelectorAll('.chart')].map(c => [c.dataset.resource, c.dataset.points]))`)
 	if len(drawn) != len(g.Series) {
