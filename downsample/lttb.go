@@ -82,8 +82,6 @@ func lttbInterior(dst []int, ts []int64, vs []float64, lo, hi, buckets int) []in
 		edges        [lttbGroup + 1]int
 		avgXs, avgYs [lttbGroup]float64
 		cleans       [lttbGroup]bool
-		sumT         [lttbGroup]int64
-		sumV         [lttbGroup]float64
 	)
 	g := 1 - lttbGroup
 	fill := func(from int) {
@@ -92,6 +90,8 @@ func lttbInterior(dst []int, ts []int64, vs []float64, lo, hi, buckets int) []in
 		for k := range cnt + 1 {
 			edges[k] = edge(from + k)
 		}
+		var sumT [lttbGroup]int64
+		var sumV [lttbGroup]float64
 		if cnt == lttbGroup {
 			sumGroup(ts, vs, &edges, t0, &sumT, &sumV)
 		} else {
