@@ -34,6 +34,9 @@ $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
 $(TOOLS_BIN)/victoria-metrics:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION)
 
+# The packages with concurrency run under the race detector.
+RACE_PKGS ?= ./server/ ./tsdb/... ./collector/...
+
 # Every test: unit, end-to-end over real HTTP, real data. Packages run one
 # at a time (-p 1): the collector tests measure real CPU use of real
 # commands, which other test binaries on the same two cores would distort.
@@ -42,7 +45,8 @@ $(TOOLS_BIN)/victoria-metrics:
 test: tools
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -p 1 -count=1 -timeout 25m ./...
+	$(GO) test -p 1 -count=1 -timeout 25m $$($(GO) list ./... | grep -v -e '/server$$' -e '/tsdb' -e '/collector')
+	$(GO) test -race -p 1 -count=1 -timeout 25m $(RACE_PKGS)
 	$(GO) vet -tags purego ./downsample/
 	$(GO) test -count=1 -tags purego ./downsample/
 
