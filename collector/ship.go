@@ -209,7 +209,9 @@ func (s *shipper) run(ctx context.Context) {
 		}
 		select {
 		case <-s.draining:
-			return // at exit, nobody waits for a failing server
+			// At exit, nobody waits for a failing server.
+			s.log.Warn("cannot send batch; leaving it spooled", "err", err)
+			return
 		default:
 		}
 		if !failing {
