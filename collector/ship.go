@@ -210,7 +210,7 @@ func (s *shipper) run(ctx context.Context) {
 		select {
 		case <-s.draining:
 			// At exit, nobody waits for a failing server.
-			s.log.Warn("cannot send batch; leaving it spooled", "err", err)
+			s.log.Warn("cannot send batch at exit; giving up on the server", "err", err)
 			return
 		default:
 		}
