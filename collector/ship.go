@@ -41,7 +41,8 @@ func retryable(status int) bool {
 type shipEntry struct {
 	body    []byte
 	file    string
-	samples int
+	samples int  // unknown (0) for a batch of an earlier run
+	earlier bool // spooled by an earlier run (loadSpool)
 }
 
 // shipper sends ingest batches to the server in order, one at a time, and
@@ -110,7 +111,7 @@ func (s *shipper) loadSpool() int {
 	}
 	entries := make([]shipEntry, len(files))
 	for i, f := range files {
-		entries[i] = shipEntry{file: f}
+		entries[i] = shipEntry{file: f, earlier: true}
 	}
 	s.mu.Lock()
 	s.queue = append(entries, s.queue...)
@@ -312,8 +313,12 @@ func (s *shipper) finish(cancelRun context.CancelFunc, timeout time.Duration) (u
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	earlier := 0 // batches an earlier run spooled, whose samples are not counted
 	for i, e := range s.queue {
 		unsent += e.samples
+		if e.earlier {
+			earlier++
+		}
 		if e.body == nil {
 			continue
 		}
@@ -330,5 +335,8 @@ func (s *shipper) finish(cancelRun context.CancelFunc, timeout time.Duration) (u
 		s.spooledBatches++
 	}
 	s.inMemory = 0
+	if earlier > 0 {
+		s.log.Warn("batches spooled by an earlier run are still unsent; the next collect resends them", "batches", earlier)
+	}
 	return unsent
 }
