@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -246,4 +247,37 @@ func TestShipperAnswers(t *testing.T) {
 	f(503, date.Add(7*time.Second).Format(http.TimeFormat), false, exact(7*time.Second)) // HTTP-date
 	f(503, date.Add(-time.Hour).Format(http.TimeFormat), false, jitter)                  // a date past: backoff
 	f(503, "soon", false, jitter)                                                        // unparsable: backoff
+}
+
+// TestOpenSpoolRemovesStaleTemps: a half-written batch of a collector
+// that is gone is removed when a spool is opened; those of live
+// processes, whole batches and rejected ones stay.
+func TestOpenSpoolRemovesStaleTemps(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	names := map[string]bool{ // name → kept
+		fmt.Sprintf("%020d-%d-%06d%s%s", 1, gone.Process.Pid, 1, spoolExt, spoolTempExt):     false,
+		fmt.Sprintf("%020d-%d-%06d%s%s", 2, os.Getpid(), 1, spoolExt, spoolTempExt):          true,
+		fmt.Sprintf("%020d-%d-%06d%s%s", 3, 1, 1, spoolExt, spoolTempExt):                    true, // init lives
+		fmt.Sprintf("%020d-%d-%06d%s", 4, gone.Process.Pid, 2, spoolExt):                     true,
+		fmt.Sprintf("%020d-%d-%06d%s%s", 5, gone.Process.Pid, 3, spoolExt, spoolRejectedExt): true,
+		"notes.tmp": true,
+	}
+	for name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := openSpool(dir, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for name, kept := range names {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if (err == nil) != kept {
+			t.Errorf("%s: kept %v, want %v", name, err == nil, kept)
+		}
+	}
 }
