@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // IngestPath is the server path batches are posted to.
@@ -33,6 +35,10 @@ type Client struct {
 type StatusError struct {
 	StatusCode int
 	Message    string
+	// RetryAfter is the wait the server asked for in a Retry-After header
+	// (delay-seconds, or an HTTP-date taken relative to the answer's Date
+	// header); 0 when it asked for none.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {
@@ -110,7 +116,7 @@ func (e *batchEncoder) encode(b *Batch) ([]byte, error) {
 
 // readStatusError makes a *StatusError of a non-2xx response.
 func readStatusError(resp *http.Response) *StatusError {
-	e := &StatusError{StatusCode: resp.StatusCode}
+	e := &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header)}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var envelope struct {
 		Error string `json:"error"`
@@ -125,4 +131,30 @@ func readStatusError(resp *http.Response) *StatusError {
 	}
 	e.Message = msg
 	return e
+}
+
+// retryAfter reads a Retry-After header: delay-seconds, or an HTTP-date
+// less the answer's own Date (both are the server's clock, so the
+// collector's does not matter). It returns 0 for no header, a date without
+// a Date header, a date in the past or a value that does not parse.
+func retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	date, err := http.ParseTime(h.Get("Date"))
+	if err != nil || !at.After(date) {
+		return 0
+	}
+	return at.Sub(date)
 }

@@ -470,6 +470,9 @@ func (p *livePipeline) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	args := []any{"job", p.ids.get(), "samples", p.samples, "sent_samples", s.sentSamples, "batches", s.sentBatches}
+	if s.rejectedBatches > 0 {
+		args = append(args, "rejected_batches", s.rejectedBatches, "rejected_samples", s.rejectedSamples)
+	}
 	if unsent > 0 && s.spool != nil {
 		p.log.Warn("the server did not take every batch; they are spooled and the next collect resends them",
 			append(args, "unsent_samples", unsent, "spool", s.spool.dir)...)

@@ -13,24 +13,49 @@ import (
 	"time"
 )
 
-// ErrRejected means the server refused a batch as malformed (400, 413, 415
-// or 422); resending it would not help.
+// ErrRejected means the server refused a batch with a 4xx status other than
+// 408, 425 and 429: the batch itself is wrong (malformed, too large,
+// outside the store's window) or the collector may not send it, and
+// resending it would not help.
 var ErrRejected = errors.New("batch rejected by the server")
+
+// maxRetryAfter bounds the wait a Retry-After header asks for; past it the
+// batch is offered again anyway.
+const maxRetryAfter = 5 * time.Minute
+
+// retryable reports whether a batch answered with status should be sent
+// again, as the Prometheus remote-write specification has it: every 5xx,
+// and of the 4xx only 408 Request Timeout, 425 Too Early and 429 Too Many
+// Requests, which say "not now" rather than "not this". A status outside
+// 4xx and 5xx (an unfollowed redirect) is retried too: it says nothing
+// about the batch.
+func retryable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return status < 400 || status >= 500
+}
 
 // shipEntry is one queued batch: in memory (body) or spooled (file).
 type shipEntry struct {
 	body    []byte
 	file    string
-	samples int
+	samples int  // unknown (0) for a batch of an earlier run
+	earlier bool // spooled by an earlier run (loadSpool)
 }
 
 // shipper sends ingest batches to the server in order, one at a time, and
 // never blocks the caller: batches queue in memory up to maxQueue samples,
-// then go to the spool directory. A failed send is retried with
-// exponential backoff (minBackoff doubling up to maxBackoff, ±20% jitter).
+// then go to the spool directory. A network error or a retryable answer
+// (see retryable) is retried with exponential backoff (minBackoff doubling
+// up to maxBackoff, ±20% jitter), or after the wait a Retry-After header
+// asks for (at least minBackoff, at most maxRetryAfter). Any other 4xx
+// answer drops the batch: it is logged with the server's message, counted,
+// and kept in the spool as <name>.rejected for inspection, never resent.
 // Batches spooled by an earlier run are sent first (loadSpool). The server
 // answers only after its WAL commit and stores a resent sample once, so a
-// batch is dropped from the queue only on a 2xx answer.
+// batch leaves the queue only on a 2xx answer or a rejection.
 //
 // enqueue is safe for concurrent use with run; finish ends run.
 type shipper struct {
@@ -39,6 +64,9 @@ type shipper struct {
 	maxQueue               int
 	minBackoff, maxBackoff time.Duration
 	log                    *slog.Logger
+	// timer makes the backoff waits: a channel that fires after d, and
+	// its stop function (time.NewTimer's).
+	timer func(d time.Duration) (<-chan time.Time, func() bool)
 
 	mu       sync.Mutex
 	queue    []shipEntry
@@ -49,6 +77,7 @@ type shipper struct {
 	spoolErr bool          // a spool write failed (logged once)
 
 	sentSamples, sentBatches, spooledBatches int
+	rejectedSamples, rejectedBatches         int // samples is 0 for batches of an earlier run
 }
 
 func newShipper(server string, client *http.Client, sp *spool, maxQueue int, log *slog.Logger) *shipper {
@@ -59,9 +88,13 @@ func newShipper(server string, client *http.Client, sp *spool, maxQueue int, log
 		minBackoff: 500 * time.Millisecond,
 		maxBackoff: 30 * time.Second,
 		log:        log,
-		wake:       make(chan struct{}, 1),
-		draining:   make(chan struct{}),
-		done:       make(chan struct{}),
+		timer: func(d time.Duration) (<-chan time.Time, func() bool) {
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		},
+		wake:     make(chan struct{}, 1),
+		draining: make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -78,7 +111,7 @@ func (s *shipper) loadSpool() int {
 	}
 	entries := make([]shipEntry, len(files))
 	for i, f := range files {
-		entries[i] = shipEntry{file: f}
+		entries[i] = shipEntry{file: f, earlier: true}
 	}
 	s.mu.Lock()
 	s.queue = append(entries, s.queue...)
@@ -177,7 +210,9 @@ func (s *shipper) run(ctx context.Context) {
 		}
 		select {
 		case <-s.draining:
-			return // at exit, nobody waits for a failing server
+			// At exit, nobody waits for a failing server.
+			s.log.Warn("cannot send batch at exit; giving up on the server", "err", err)
+			return
 		default:
 		}
 		if !failing {
@@ -187,15 +222,18 @@ func (s *shipper) run(ctx context.Context) {
 			s.log.Debug("cannot send batch", "err", err, "backoff", backoff)
 		}
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
-		t := time.NewTimer(wait)
+		if se := (*StatusError)(nil); errors.As(err, &se) && se.RetryAfter > 0 {
+			wait = min(max(se.RetryAfter, s.minBackoff), maxRetryAfter)
+		}
+		fired, stop := s.timer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			return
 		case <-s.draining:
-			t.Stop()
+			stop()
 			return
-		case <-t.C:
+		case <-fired:
 		}
 		backoff = min(backoff*2, s.maxBackoff)
 	}
@@ -210,15 +248,19 @@ func (s *shipper) pop(e shipEntry) {
 	}
 	s.mu.Unlock()
 	if e.file != "" {
-		if err := os.Remove(e.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("cannot remove sent spool file", "err", err)
+		if err := s.spool.remove(e.file); err != nil {
+			s.log.Warn("cannot remove a sent batch from the spool; it may be sent again", "err", err)
 		}
 	}
 }
 
-// keepRejected keeps a refused batch in the spool as *.rejected; call it
-// before pop.
+// keepRejected counts a refused batch, keeps it in the spool as
+// *.rejected and logs it once; call it before pop.
 func (s *shipper) keepRejected(e shipEntry, err error) {
+	s.mu.Lock()
+	s.rejectedBatches++
+	s.rejectedSamples += e.samples
+	s.mu.Unlock()
 	if s.spool == nil {
 		s.log.Error("server rejected a batch; dropping it", "samples", e.samples, "err", err)
 		return
@@ -250,11 +292,8 @@ func (s *shipper) post(ctx context.Context, e shipEntry) error {
 		s.sentBatches++
 		s.mu.Unlock()
 		return nil
-	case errors.As(err, &se):
-		switch se.StatusCode {
-		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
-			return fmt.Errorf("%w: %w", ErrRejected, err)
-		}
+	case errors.As(err, &se) && !retryable(se.StatusCode):
+		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	return err
 }
@@ -274,8 +313,12 @@ func (s *shipper) finish(cancelRun context.CancelFunc, timeout time.Duration) (u
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	earlier := 0 // batches an earlier run spooled, whose samples are not counted
 	for i, e := range s.queue {
 		unsent += e.samples
+		if e.earlier {
+			earlier++
+		}
 		if e.body == nil {
 			continue
 		}
@@ -292,5 +335,8 @@ func (s *shipper) finish(cancelRun context.CancelFunc, timeout time.Duration) (u
 		s.spooledBatches++
 	}
 	s.inMemory = 0
+	if earlier > 0 {
+		s.log.Warn("batches spooled by an earlier run are still unsent; the next collect resends them", "batches", earlier)
+	}
 	return unsent
 }
