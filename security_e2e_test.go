@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -103,8 +104,8 @@ func (p *pki) issue(cn string, usage x509.ExtKeyUsage) (certFile, keyFile string
 
 // The tokens of the auth file every test server gets.
 const (
-	ingestToken = "ingest-6b1f0c9e2a" // scopes ingest, read
-	readToken   = "read-0d3a7c55e1"   // scope read
+	ingestToken = "ingest-6b1f0c9e2a7d4c31" // scopes ingest, read
+	readToken   = "read-0d3a7c55e1f2b4a8"   // scope read; in the file as its SHA-256
 )
 
 // secureServer is a `peakline serve` with --auth-file and, optionally,
@@ -129,9 +130,9 @@ func serveSecure(t *testing.T, tlsCA, clientCA *pki, args ...string) *secureServ
     token: %s
     scopes: [ingest, read]
   - name: grafana
-    token: %s
+    sha256: %x
     scopes: [read]
-`, ingestToken, readToken)), 0o600))
+`, ingestToken, sha256.Sum256([]byte(readToken)))), 0o600))
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--auth-file", authFile}, args...)
 	scheme := "http"
 	tlsConf := &tls.Config{}
