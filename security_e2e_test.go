@@ -355,9 +355,10 @@ func TestSecureImportAndQuery(t *testing.T) {
 }
 
 // TestClientRefusalMessages runs import --server and query --server
-// against a server that refuses every token (no real server side
-// needed): both exit non-zero with one line naming the token file and the
-// server's reason, and never print the token.
+// against a server that refuses every token (no real server side needed),
+// query taking PEAKLINE_TOKEN_FILE: both exit non-zero with one line
+// naming the token file and the server's reason, and never print the
+// token.
 func TestClientRefusalMessages(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -377,7 +378,9 @@ func TestClientRefusalMessages(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasSuffix(stderr.String(), wantImport) {
 		t.Fatalf("import: %v, want exit 1 and a last line %q:\n%s", err, wantImport, stderr.String())
 	}
-	cmd = exec.Command(peaklineBin(t), "query", "--server", ts.URL, "--token-file", tokenFile, "up")
+	// The token file comes from the environment this time, as every flag can.
+	cmd = exec.Command(peaklineBin(t), "query", "--server", ts.URL, "up")
+	cmd.Env = append(os.Environ(), "PEAKLINE_TOKEN_FILE="+tokenFile)
 	stderr.Reset()
 	cmd.Stderr = &stderr
 	err = cmd.Run()
