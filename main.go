@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -159,6 +160,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 
 func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var dataDir, serverURL, jobID string
+	var tc collector.TransportConfig
 	cmd := &cobra.Command{
 		Use:   "import [--data DIR | --server URL] [--job ID] PATH...",
 		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
@@ -183,6 +185,12 @@ same tree twice stores nothing twice.`,
 			if (dataDir == "") == (serverURL == "") {
 				return errors.New("--data or --server: give exactly one of them")
 			}
+			var tr *collector.Transport // read the token before the trees: fail fast
+			if serverURL != "" {
+				if tr, err = collector.NewTransport(tc, serverURL, logger); err != nil {
+					return err
+				}
+			}
 			jobs, err := readJobs(cmd.ErrOrStderr(), paths, jobID)
 			if err != nil {
 				return err
@@ -198,13 +206,17 @@ same tree twice stores nothing twice.`,
 					return store.Append(ctx, toBatch(j))
 				}
 			} else {
-				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/")}
+				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
 				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
 					batches := j.Batches(0)
 					bar := newBar(cmd.ErrOrStderr(), len(batches), "posting "+j.ID)
 					defer bar.Finish()
 					for i := range batches {
 						if err := client.Send(ctx, &batches[i]); err != nil {
+							var ae *collector.AuthError
+							if errors.As(err, &ae) {
+								return tsdb.AppendResult{}, ae // says all: no batch is taken with this token
+							}
 							return tsdb.AppendResult{}, fmt.Errorf("--server: batch %d of %d: %w", i+1, len(batches), err)
 						}
 						_ = bar.Add(1)
@@ -226,6 +238,7 @@ same tree twice stores nothing twice.`,
 	f.StringVar(&dataDir, "data", "", "store directory to write directly (the server must be stopped)")
 	f.StringVar(&serverURL, "server", "", "base URL of a running peakline serve to post batches to")
 	f.StringVar(&jobID, "job", "", "job id to store under (default: the runner ident, recap or AWX dir name)")
+	clientFlags(f, &tc)
 	return cmd
 }
 
@@ -360,7 +373,16 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 	f.DurationVar(&cfg.MemoryInterval, "memory-poll-interval", 0, "memory sampling interval (default: --poll-interval)")
 	f.DurationVar(&cfg.PIDsInterval, "pid-poll-interval", 0, "PID sampling interval (default: --poll-interval)")
 	f.IntVar(&cfg.MaxQueueSamples, "max-queue-samples", 100_000, "samples held in memory before batches spool to disk")
+	clientFlags(f, &cfg.Transport)
 	return cmd
+}
+
+// clientFlags adds the credential and trust flags of a client of --server.
+func clientFlags(f *pflag.FlagSet, tc *collector.TransportConfig) {
+	f.StringVar(&tc.TokenFile, "token-file", "", "file holding the bearer token for --server (read once at start; keep it mode 600)")
+	f.StringVar(&tc.CAFile, "ca-file", "", "PEM CA bundle trusted for --server's certificate, in addition to the system roots")
+	f.StringVar(&tc.CertFile, "cert-file", "", "PEM client certificate for mutual TLS with --server (with --key-file)")
+	f.StringVar(&tc.KeyFile, "key-file", "", "PEM private key of --cert-file")
 }
 
 // applySettings fills every flag the command line did not set from the
@@ -417,6 +439,7 @@ func queryCommand() *cobra.Command {
 		dataDir, serverURL, at, start, end string
 		step                               time.Duration
 		explain                            bool
+		tc                                 collector.TransportConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "query [--data DIR | --server URL] [--time T | --start T --end T --step D] EXPR",
@@ -453,7 +476,12 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 			}
 			out := cmd.OutOrStdout()
 			if serverURL != "" {
-				client, err := promapi.NewClient(promapi.Config{Address: strings.TrimRight(serverURL, "/") + "/prometheus"})
+				logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+				tr, err := collector.NewTransport(tc, serverURL, logger)
+				if err != nil {
+					return err
+				}
+				client, err := promapi.NewClient(promapi.Config{Address: strings.TrimRight(serverURL, "/") + "/prometheus", Client: &http.Client{Transport: tr}})
 				if err != nil {
 					return fmt.Errorf("--server: %w", err)
 				}
@@ -464,6 +492,9 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 					v, warnings, _, err = api.QueryRange(cmd.Context(), args[0], promv1.Range{Start: tStart, End: tEnd, Step: step})
 				} else {
 					v, warnings, _, err = api.Query(cmd.Context(), args[0], tAt)
+				}
+				if ae := tr.Refusal(); err != nil && ae != nil {
+					return ae
 				}
 				if err != nil {
 					return err
@@ -513,6 +544,7 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 	f.StringVar(&end, "end", "", "end of a range query")
 	f.DurationVar(&step, "step", 0, "step of a range query")
 	f.BoolVar(&explain, "explain", false, "print the PromQL the engine runs (with --data)")
+	clientFlags(f, &tc)
 	return cmd
 }
 

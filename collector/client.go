@@ -28,6 +28,9 @@ type Client struct {
 	// HTTP does the requests; nil means http.DefaultClient. Timeouts are
 	// its business, or the context's.
 	HTTP *http.Client
+	// TokenFile names the --token-file whose token HTTP sends (see
+	// Transport), for the *AuthError of a 401 or 403; "" when none is sent.
+	TokenFile string
 }
 
 // StatusError is a non-2xx answer to a batch: its HTTP status and the
@@ -64,7 +67,8 @@ func (c *Client) Send(ctx context.Context, b *Batch) error {
 
 // SendEncoded posts a batch already encoded as gzip-compressed JSON (by
 // batchEncoder, or read back from a spool) unchanged. A non-2xx answer is
-// an error wrapping a *StatusError.
+// an error wrapping a *StatusError; a 401 or 403 one also wraps an
+// *AuthError.
 func (c *Client) SendEncoded(ctx context.Context, body []byte) error {
 	url := strings.TrimSuffix(c.BaseURL, "/") + IngestPath
 	// A *bytes.Reader body lets the transport replay it on redirect/retry.
@@ -88,7 +92,11 @@ func (c *Client) SendEncoded(ctx context.Context, body []byte) error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
 		return nil
 	}
-	return fmt.Errorf("post to %s: %w", url, readStatusError(resp))
+	se := readStatusError(resp)
+	if ae, ok := authRefused(se, c.TokenFile); ok {
+		return fmt.Errorf("post to %s: %w", url, ae)
+	}
+	return fmt.Errorf("post to %s: %w", url, se)
 }
 
 // batchEncoder turns batches into gzip-compressed JSON, reusing its

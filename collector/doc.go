@@ -11,7 +11,10 @@
 //   - the attribution of every sample to the job-event counter of the task
 //     that was running when it was taken (see Read);
 //   - the wire side: splitting a Job into ingest batches (Job.Batches) and
-//     the HTTP client that posts them (Client).
+//     the HTTP client that posts them (Client);
+//   - the credentials and trust of every client of a server (Transport): a
+//     bearer token read from a file, a CA bundle, a client certificate for
+//     mutual TLS.
 //
 // It does not own storage, downsampling or serving: it imports no other
 // Peakline package, and the server decodes the batches with its own types.

@@ -73,6 +73,9 @@ type LiveConfig struct {
 	Stdout, Stderr io.Writer
 	// Logger receives the collector's own log (nil: discarded).
 	Logger *slog.Logger
+	// Transport holds the token, CA bundle and client certificate sent to
+	// Server (--token-file, --ca-file, --cert-file, --key-file).
+	Transport TransportConfig
 }
 
 // liveTuning holds the knobs tests turn; defaultLiveTuning is production.
@@ -131,8 +134,22 @@ func defaultLiveTuning() liveTuning {
 // waits up to 10s for the server, spools what is left, and the next Collect
 // (any job) resends it. When ctx ends, the command gets SIGTERM and is
 // still waited for.
+//
+// A 401 or 403 answer (cfg.Transport's token refused, or none sent) is
+// logged once as an error; the run sends nothing more and spools every
+// batch, which a later run with an accepted token sends. An unusable
+// cfg.Transport (unreadable or empty token file, bad certificates) runs
+// nothing and returns 2.
 func Collect(ctx context.Context, cfg LiveConfig) (exitCode int, err error) {
-	return collectLive(ctx, cfg, defaultLiveTuning())
+	tune := defaultLiveTuning()
+	if cfg.Server != "" {
+		tr, err := NewTransport(cfg.Transport, cfg.Server, cfg.Logger)
+		if err != nil {
+			return 2, fmt.Errorf("cannot collect: %w", err)
+		}
+		tune.client.Transport = tr
+	}
+	return collectLive(ctx, cfg, tune)
 }
 
 func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, error) {
@@ -407,6 +424,7 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follow
 	}
 	p := &livePipeline{follower: follower, ids: ids, tune: tune, log: log}
 	p.shipper = newShipper(cfg.Server, tune.client, sp, cfg.MaxQueueSamples, log)
+	p.shipper.client.TokenFile = cfg.Transport.TokenFile
 	p.shipper.minBackoff, p.shipper.maxBackoff = tune.minBackoff, tune.maxBackoff
 	p.batcher = &batcher{
 		follower:   follower,

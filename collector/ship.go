@@ -197,6 +197,8 @@ func (s *shipper) run(ctx context.Context) {
 			}
 			backoff = s.minBackoff
 			continue
+		case s.refused(err): // 401/403: keep everything spooled
+			return
 		case errors.Is(err, ErrRejected):
 			s.keepRejected(e, err)
 			s.pop(e)
