@@ -14,7 +14,8 @@ import (
 )
 
 // ErrRejected means the server refused a batch with a 4xx status other than
-// 408, 425 and 429: the batch itself is wrong (malformed, too large,
+// 401 and 403 (the credentials, not the batch: it stays spooled, see
+// shipper.refused) and 408, 425 and 429 (retried): the batch itself is wrong (malformed, too large,
 // outside the store's window) or the collector may not send it, and
 // resending it would not help.
 var ErrRejected = errors.New("batch rejected by the server")

@@ -232,7 +232,7 @@ func TestShipperAnswers(t *testing.T) {
 				status, retryAfterHdr, got, kept, waits, wait, s.rejectedBatches, s.sentBatches, s.sentSamples, logs.String())
 		}
 	}
-	for _, status := range []int{400, 401, 403, 404, 409, 413, 415, 422} {
+	for _, status := range []int{400, 404, 409, 413, 415, 422} {
 		f(status, "", true, [2]time.Duration{})
 	}
 	f(400, "3", true, [2]time.Duration{}) // a Retry-After on a refusal changes nothing
