@@ -369,6 +369,7 @@ type Authenticator struct {
 	mu       sync.RWMutex
 	creds    *credentials
 	sig      fileSig
+	failed   fileSig // the last version that did not load (modTime and size), for Watch not to log it again
 }
 
 // fileSig tells whether a file changed since it was last read.
@@ -385,7 +386,7 @@ func NewAuthenticator(path string, logger *slog.Logger) (*Authenticator, error) 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Authenticator{path: path, logger: logger}
-	if _, err := a.reload(); err != nil {
+	if _, err := a.reload(false); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -394,7 +395,12 @@ func NewAuthenticator(path string, logger *slog.Logger) (*Authenticator, error) 
 // Reload reads the file again if it changed. On error the previous
 // credentials stay in force; the error says why.
 func (a *Authenticator) Reload() error {
-	changed, err := a.reload()
+	return a.reloadAndLog(false)
+}
+
+// reloadAndLog is Reload; quiet skips a broken version already logged.
+func (a *Authenticator) reloadAndLog(quiet bool) error {
+	changed, err := a.reload(quiet)
 	if err != nil {
 		a.logger.Error("auth file not reloaded, keeping the previous one", "path", a.path, "err", err)
 		return err
@@ -405,12 +411,15 @@ func (a *Authenticator) Reload() error {
 	return nil
 }
 
-func (a *Authenticator) reload() (bool, error) {
+func (a *Authenticator) reload(skipFailed bool) (bool, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	st, err := os.Stat(a.path)
 	if err != nil {
 		return false, fmt.Errorf("read auth file: %w", err)
+	}
+	if skipFailed && st.ModTime().Equal(a.failed.modTime) && st.Size() == a.failed.size {
+		return false, nil
 	}
 	old := a.sig
 	if a.creds != nil && st.ModTime().Equal(old.modTime) && st.Size() == old.size {
@@ -429,6 +438,7 @@ func (a *Authenticator) reload() (bool, error) {
 	}
 	creds, err := parseAuthFile(b)
 	if err != nil {
+		a.failed = fileSig{modTime: st.ModTime(), size: st.Size()}
 		return false, fmt.Errorf("auth file %s: %w", a.path, err)
 	}
 	a.mu.Lock()
@@ -448,7 +458,7 @@ func (a *Authenticator) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_ = a.Reload()
+			_ = a.reloadAndLog(true)
 		}
 	}
 }

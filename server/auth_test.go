@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -283,9 +284,28 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 			t.Errorf("route %s is expected by this test but the server has none", key)
 		}
 	}
-	// 7 credentials per route; refusals are counted by reason.
+	// A path no route matches needs valid credentials of any scope, then
+	// is a 404; a method no route has is an unknown route: admin.
+	for _, c := range []struct {
+		method, path, cred string
+		want               int
+	}{
+		{"GET", "/api/v1/nope", "none", 401},
+		{"GET", "/api/v1/nope", "ingest", 404},
+		{"GET", "/nope", "basic user", 404},
+		{"POST", "/api/v1/jobs", "read", 403},
+		{"POST", "/api/v1/jobs", "admin", 405},
+	} {
+		i := slices.IndexFunc(credentialCases, func(cr credential) bool { return cr.name == c.cred })
+		if resp, got := do(t, c.method, env.hs.URL+c.path, "", nil, credentialCases[i].set); resp.StatusCode != c.want {
+			t.Errorf("%s %s as %s: %d %s, want %d", c.method, c.path, c.cred, resp.StatusCode, got, c.want)
+		}
+	}
+
+	// 7 credentials per route (and one more missing above); refusals are
+	// counted by reason.
 	n := float64(len(seen))
-	for reason, want := range map[string]float64{"missing": n - 1, "invalid_token": n - 1, "invalid_password": n - 1} {
+	for reason, want := range map[string]float64{"missing": n, "invalid_token": n - 1, "invalid_password": n - 1} {
 		if got := authFailures(t, env.reg, reason); got != want {
 			t.Errorf("peakline_auth_failures_total{reason=%q} = %v, want %v", reason, got, want)
 		}
