@@ -105,7 +105,7 @@ func (s *Server) useSecurity(e *echo.Echo, reg prometheus.Registerer) {
 		}
 	}
 	rules := scopeRules()
-	e.Use(securityHeaders, s.checkHost, s.audit(rules), s.authenticate(rules), checkCrossSite, checkContentType, s.checkPathParams)
+	e.Use(securityHeaders, s.checkHost, s.audit(rules), s.authenticate(rules), checkCrossSite(rules), checkContentType, s.checkPathParams)
 }
 
 // apiCSP is the Content-Security-Policy of every answer that is not a
@@ -163,32 +163,36 @@ func isUnsafeMethod(m string) bool {
 // page's origin, which must be this host. PUT and DELETE also need a
 // header no plain form can set (a JSON Content-Type, X-Requested-With or
 // X-Peakline-CSRF). Clients other than browsers send neither Origin nor
-// Sec-Fetch-Site and pass.
-func checkCrossSite(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		if !isUnsafeMethod(r.Method) {
+// Sec-Fetch-Site and pass. Reads sent by POST (the Prometheus query API)
+// change nothing and are not checked: without CORS headers a page of
+// another site cannot read their answers.
+func checkCrossSite(rules []scopeRule) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if !isUnsafeMethod(r.Method) || scopeOf(rules, r.Method, c.Path()) == scopeRead {
+				return next(c)
+			}
+			if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+				return echo.NewHTTPError(http.StatusForbidden,
+					fmt.Sprintf("cross-site request refused: Sec-Fetch-Site is %q; %s needs a same-origin request", site, r.Method))
+			}
+			if origin := r.Header.Get(echo.HeaderOrigin); origin != "" {
+				u, err := url.Parse(origin)
+				if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+					return echo.NewHTTPError(http.StatusForbidden,
+						fmt.Sprintf("cross-site request refused: Origin %q is not this server (%s)", origin, r.Host))
+				}
+			}
+			if r.Method == http.MethodPut || r.Method == http.MethodDelete {
+				mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+				if mt != echo.MIMEApplicationJSON && r.Header.Get(echo.HeaderXRequestedWith) == "" && r.Header.Get("X-Peakline-CSRF") == "" {
+					return echo.NewHTTPError(http.StatusForbidden,
+						fmt.Sprintf("%s needs Content-Type: application/json or an X-Peakline-CSRF (or X-Requested-With) header, which a cross-site form cannot send", r.Method))
+				}
+			}
 			return next(c)
 		}
-		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-			return echo.NewHTTPError(http.StatusForbidden,
-				fmt.Sprintf("cross-site request refused: Sec-Fetch-Site is %q; %s needs a same-origin request", site, r.Method))
-		}
-		if origin := r.Header.Get(echo.HeaderOrigin); origin != "" {
-			u, err := url.Parse(origin)
-			if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
-				return echo.NewHTTPError(http.StatusForbidden,
-					fmt.Sprintf("cross-site request refused: Origin %q is not this server (%s)", origin, r.Host))
-			}
-		}
-		if r.Method == http.MethodPut || r.Method == http.MethodDelete {
-			mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
-			if mt != echo.MIMEApplicationJSON && r.Header.Get(echo.HeaderXRequestedWith) == "" && r.Header.Get("X-Peakline-CSRF") == "" {
-				return echo.NewHTTPError(http.StatusForbidden,
-					fmt.Sprintf("%s needs Content-Type: application/json or an X-Peakline-CSRF (or X-Requested-With) header, which a cross-site form cannot send", r.Method))
-			}
-		}
-		return next(c)
 	}
 }
 

@@ -81,6 +81,7 @@ func TestSecurityBrowserChecks(t *testing.T) {
 	f("DELETE", "/api/v1/jobs/x", "", nil, 403, "DELETE needs Content-Type: application/json or an X-Peakline-CSRF")
 	f("DELETE", "/api/v1/jobs/x", "", map[string]string{"X-Requested-With": "fetch"}, 404, "")
 	f("POST", "/api/v1/ingest", "{}", with(jsonCT, "Sec-Fetch-Site", "cross-site"), 403, "cross-site request refused")
+	f("POST", "/prometheus/api/v1/query", "query=1", map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "https://grafana.example"}, 200, "") // a read
 	// Content types of the writes.
 	f("POST", "/api/v1/ingest", "{}", map[string]string{"Content-Type": "text/plain"}, 415, `Content-Type must be application/json, got "text/plain"`)
 	f("POST", "/api/v1/ingest", "{}", nil, 415, `Content-Type must be application/json, got ""`)
