@@ -11,7 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // lockedBuffer is a stderr the serve command logs into from goroutines.
@@ -135,4 +137,48 @@ func TestSecurityServeWithAuthFile(t *testing.T) {
 	f("GET", "/api/v1/jobs", "", 401)
 	f("GET", "/api/v1/jobs", "read-token-0123456789", 200)
 	f("DELETE", "/api/v1/jobs/x", "read-token-0123456789", 403)
+}
+
+// TestSecurityServeReloadsOnSIGHUP: a rewritten auth file takes effect on
+// SIGHUP (the poll is set far off, so only the signal can reload it).
+func TestSecurityServeReloadsOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	authFile := filepath.Join(dir, "auth.yaml")
+	write := func(tok string) {
+		t.Helper()
+		if err := os.WriteFile(authFile, []byte(`tokens: [{name: grafana, token: "`+tok+`", scopes: [read]}]`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first-token-0123456789")
+	url, logs := startServe(t, "--data", filepath.Join(dir, "data"), "--auth-file", authFile, "--auth-file-poll", "1h")
+	get := func(tok string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url+"/api/v1/jobs", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("first-token-0123456789"); code != 200 {
+		t.Fatalf("first token: %d", code)
+	}
+	write("second-token-0123456789")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The reload runs on serve's own goroutine: wait for its log line.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "auth file reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged after SIGHUP:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a, b := get("first-token-0123456789"), get("second-token-0123456789"); a != 401 || b != 200 {
+		t.Fatalf("after SIGHUP: old token %d, new token %d; want 401 and 200", a, b)
+	}
 }
