@@ -42,16 +42,24 @@ const (
 	scopeAny          // any valid credentials (routes that match nothing: 404/405)
 )
 
-var scopeNames = []struct {
-	s    scope
-	name string
-}{{scopeRead, "read"}, {scopeIngest, "ingest"}, {scopeAdmin, "admin"}}
+// scopeName maps a scope of the auth file to its bit; 0 for an unknown name.
+func scopeName(name string) scope {
+	switch name {
+	case "read":
+		return scopeRead
+	case "ingest":
+		return scopeIngest
+	case "admin":
+		return scopeAdmin
+	}
+	return 0
+}
 
 func (s scope) String() string {
 	var names []string
-	for _, n := range scopeNames {
-		if s&n.s != 0 {
-			names = append(names, n.name)
+	for _, name := range []string{"read", "ingest", "admin"} {
+		if s&scopeName(name) != 0 {
+			names = append(names, name)
 		}
 	}
 	if len(names) == 0 {
@@ -79,16 +87,11 @@ func parseScopes(names []string) (scope, error) {
 	}
 	var s scope
 	for _, name := range names {
-		i := slices.IndexFunc(scopeNames, func(n struct {
-			s    scope
-			name string
-		}) bool {
-			return n.name == name
-		})
-		if i < 0 {
+		bit := scopeName(name)
+		if bit == 0 {
 			return 0, fmt.Errorf("scopes: %q is not one of read, ingest, admin", name)
 		}
-		s |= scopeNames[i].s
+		s |= bit
 	}
 	return s, nil
 }
