@@ -91,6 +91,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		dataDir, listen, eventsURL string
 		retention                  time.Duration
 		cfg                        server.Config
+		sec                        serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -123,6 +124,10 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			}()
 			cfg.EventsURL = eventsURL
 			cfg.SettingsPath = filepath.Join(dataDir, "settings.json")
+			wrapListener, err := sec.apply(cmd, listen, &cfg.Security, logger)
+			if err != nil {
+				return err
+			}
 			srv, err := server.New(cfg, store, logger, reg)
 			if err != nil {
 				return err
@@ -131,7 +136,8 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
-			base := "http://" + ln.Addr().String()
+			ln, scheme := wrapListener(ln)
+			base := scheme + "://" + ln.Addr().String()
 			logger.Info("serving", "url", base+"/", "data", dataDir)
 			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
 			if ids, err := store.JobIDs(cmd.Context()); err == nil {
@@ -155,6 +161,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", 8, "Prometheus API: queries evaluated at once; more wait")
 	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", 5*time.Minute, "Prometheus API: how far back an instant selector looks")
 	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", 5*time.Minute, "Prometheus API: window of rate(x) written without one in an instant query")
+	sec.flags(f, &cfg.Security)
 	return cmd
 }
 

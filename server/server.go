@@ -44,6 +44,8 @@ type Config struct {
 	SettingsPath string
 	// Prometheus configures the Prometheus-compatible API (prometheus.go).
 	Prometheus PromConfig
+	// Security is the edge policy: auth, allowed hosts, limits (security.go).
+	Security SecurityConfig
 }
 
 const (
@@ -92,6 +94,7 @@ type Server struct {
 	echo    *echo.Echo
 	metrics *metrics
 	policy  *policy
+	sec     *security
 }
 
 // New builds a server over store. reg receives the server's own metrics
@@ -121,6 +124,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.metrics.middleware)
+	s.useSecurity(e, reg)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024}))
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
 

@@ -450,6 +450,7 @@ func TestDeleteAndList(t *testing.T) {
 		t.Fatalf("jobs = %+v, want new first", jobs)
 	}
 	req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/api/v1/jobs/old", nil)
+	req.Header.Set("X-Peakline-CSRF", "1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete: %v %v", resp.StatusCode, err)
@@ -503,6 +504,7 @@ func TestEscapedJobIDs(t *testing.T) {
 			t.Fatalf("graph of %q: %d, job_id %q", id, code, g.JobID)
 		}
 		req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/api/v1/jobs/"+url.PathEscape(id), nil)
+		req.Header.Set("X-Peakline-CSRF", "1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("delete %q: %v %v", id, resp, err)

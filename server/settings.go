@@ -171,6 +171,9 @@ func (s *Server) putTemplate(c echo.Context) error {
 	s.policy.mu.Lock()
 	defer s.policy.mu.Unlock()
 	old, had := s.policy.doc.Templates[id]
+	if limit := s.cfg.Security.MaxTemplates; !had && in.Collection != TemplateDefault && len(s.policy.doc.Templates) >= limit {
+		return echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("templates: %d templates have their own setting, at most %d allowed (serve --max-templates); set one back to %q first", len(s.policy.doc.Templates), limit, TemplateDefault))
+	}
 	if in.Collection == TemplateDefault {
 		delete(s.policy.doc.Templates, id)
 	} else {

@@ -166,7 +166,8 @@ func TestProvisioning(t *testing.T) {
 		Datasources []struct {
 			Name, UID, Type, Access, URL string
 			Editable                     bool
-			JSONData                     map[string]any `yaml:"jsonData"`
+			JSONData                     map[string]any    `yaml:"jsonData"`
+			SecureJSONData               map[string]string `yaml:"secureJsonData"`
 		}
 	}
 	readYAML(t, "../provisioning/datasources/peakline.yaml", &ds)
@@ -176,6 +177,10 @@ func TestProvisioning(t *testing.T) {
 	s := ds.Datasources[0]
 	if s.Type != "prometheus" || s.UID != DatasourceUID || !strings.HasSuffix(s.URL, "/prometheus") || s.Access != "proxy" {
 		t.Fatalf("datasource: %+v", s)
+	}
+	// A server with --auth-file wants a read token (README "Security").
+	if s.JSONData["httpHeaderName1"] != "Authorization" || s.SecureJSONData["httpHeaderValue1"] != "Bearer $PEAKLINE_READ_TOKEN" {
+		t.Fatalf("datasource auth header: %v %v", s.JSONData["httpHeaderName1"], s.SecureJSONData)
 	}
 	var dp struct {
 		APIVersion int `yaml:"apiVersion"`
