@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +61,33 @@ func TestCrashDetectsLoss(t *testing.T) {
 	}
 	if res.TaskMismatches == 0 {
 		t.Fatal("the tasks API check saw no difference after the WAL was removed")
+	}
+}
+
+// TestCrashCommand: `bench crash` prints the figures of its run and exits
+// 0 when nothing acknowledged was lost.
+func TestCrashCommand(t *testing.T) {
+	cmd := CrashCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--cycles", "1", "--json-writers", "1", "--remote-writers", "1", "--min-uptime", "150ms",
+		"--max-uptime", "300ms", "--data", t.TempDir(), "--no-progress"})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("bench crash: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	var acked int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "acknowledged samples"); ok {
+			acked, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if acked <= 0 || acked%3 != 0 {
+		t.Fatalf("acknowledged samples %d, want a positive multiple of 3:\n%s", acked, out.String())
+	}
+	for _, want := range []string{"\ncycles                 1\n", "\nlost samples           0\n", "\nduplicated samples     0\n", "\nrestart time p50 ", "\nrestart time max "} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
