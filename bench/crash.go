@@ -181,6 +181,7 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer g.leave()
 			if err := w.run(wctx, client, g); err != nil {
 				errc <- err
 				stopWriters()
@@ -203,6 +204,11 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 		srv.kill()
 		if err := g.waitParked(ctx); err != nil {
 			return res, err
+		}
+		select {
+		case err := <-errc:
+			return res, fmt.Errorf("cycle %d: %w\nserver log:\n%s", cycle, err, srv.logs)
+		default:
 		}
 		if cfg.BeforeRestart != nil {
 			if err := cfg.BeforeRestart(cycle, cfg.DataDir); err != nil {
@@ -337,6 +343,15 @@ func (g *gate) open(url string) {
 	g.mu.Unlock()
 }
 
+// leave tells the gate that a writer has stopped for good.
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.writers--
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// waitParked waits until every writer still running waits in enter.
 func (g *gate) waitParked(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
