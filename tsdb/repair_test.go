@@ -114,6 +114,17 @@ func compactStore(t *testing.T, dir string) {
 	}
 }
 
+// copyStore copies a closed store into a fresh dir, so that each case
+// damages its own copy of one real store.
+func copyStore(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // walStore holds job w1 in WAL segment 0, w2 in 1, w3 in 2.
 func walStore(t *testing.T) string {
 	t.Helper()
@@ -172,9 +183,10 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // segment is cut at its first bad record; the earlier jobs stay whole,
 // and the log and /metrics say how many bytes were dropped.
 func TestRepairLastWALSegment(t *testing.T) {
+	orig := walStore(t)
 	f := func(name string, damage func(t *testing.T, seg string, at int64)) {
 		t.Run(name, func(t *testing.T) {
-			dir := walStore(t)
+			dir := copyStore(t, orig)
 			seg := wlog.SegmentName(filepath.Join(dir, "wal"), 2)
 			end := dataEnd(t, seg)
 			damage(t, seg, end*9/10) // past the first records
@@ -255,13 +267,14 @@ func TestRepairMiddleWALSegment(t *testing.T) {
 // TestRepairMissingCheckpoint: a WAL whose checkpoint is gone or garbage
 // cannot be replayed; Open says which checkpoint and what to do.
 func TestRepairMissingCheckpoint(t *testing.T) {
+	orig := t.TempDir()
+	base := time.Now().Add(-5 * time.Hour).UnixMilli()
+	oneSegmentEach(t, orig, exampleBatch("old1", base), exampleBatch("old2", base+60_000), exampleBatch("old3", base+120_000), nil, nil)
+	compactStore(t, orig)
+	oneSegmentEach(t, orig, exampleBatch("new", base+3_600_000))
 	f := func(name string, damage func(t *testing.T, cp string)) {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			base := time.Now().Add(-5 * time.Hour).UnixMilli()
-			oneSegmentEach(t, dir, exampleBatch("old1", base), exampleBatch("old2", base+60_000), exampleBatch("old3", base+120_000), nil, nil)
-			compactStore(t, dir)
-			oneSegmentEach(t, dir, exampleBatch("new", base+3_600_000))
+			dir := copyStore(t, orig)
 			cp, _, err := wlog.LastCheckpoint(filepath.Join(dir, "wal"))
 			if err != nil {
 				t.Fatalf("no checkpoint after compaction: %v", err)
@@ -290,16 +303,30 @@ func TestRepairMissingCheckpoint(t *testing.T) {
 	})
 }
 
-// blockStore stores jobs a, b and c ten days apart and compacts each
-// into a block of its own, out of the WAL. It returns the dir and each job's block dir.
+// blockStore stores jobs a, b and c ten days apart, each compacted into
+// a block of its own; a and b are out of the WAL. It returns the dir and each job's block dir.
 func blockStore(t *testing.T) (string, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	starts := map[string]int64{}
+	// Each job is appended and compacted in an open of its own: one
+	// block per job, and by the third open the WAL segments of a and b
+	// are checkpointed away (their samples are in blocks only).
 	for i, id := range []string{"a", "b", "c"} {
 		starts[id] = time.Now().Add(-time.Duration(30-10*i) * 24 * time.Hour).UnixMilli()
-		oneSegmentEach(t, dir, exampleBatch(id, starts[id]), nil, nil, nil, nil)
-		compactStore(t, dir)
+		s, err := Open(dir, Options{}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(context.Background(), exampleBatch(id, starts[id])); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Compact(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	blocks := map[string]string{}
 	entries, _ := os.ReadDir(dir)
@@ -324,32 +351,31 @@ func blockStore(t *testing.T) (string, map[string]string) {
 	return dir, blocks
 }
 
-// TestQuarantineNothingOnHealthyStore: the checks find nothing wrong in
-// a store written by the store itself.
-func TestQuarantineNothingOnHealthyStore(t *testing.T) {
-	dir, _ := blockStore(t)
-	s, logs, reg := openDamaged(t, dir)
-	if d := s.Damage(); len(d.Quarantined) != 0 || len(d.Logs) != 0 {
-		t.Fatalf("damage %+v on a healthy store\nlogs:\n%s", d, logs)
-	}
-	if got := gauge(t, reg, "peakline_quarantined_blocks"); got != 0 {
-		t.Fatalf("peakline_quarantined_blocks %v, want 0", got)
-	}
-	for _, id := range []string{"a", "b", "c"} {
-		wantJob(t, s, id, true)
-	}
-}
-
 // TestQuarantineDamagedBlock: a block with a bad meta.json, a flipped bit
 // in its chunks, a damaged index or garbage tombstones is moved to
 // DATA/quarantine/<ulid>-<reason>, logged with its time range and counted;
 // the other jobs stay whole, and it stays listed after another restart.
 func TestQuarantineDamagedBlock(t *testing.T) {
+	orig, origBlocks := blockStore(t)
+	// The checks find nothing wrong in a store written by the store.
+	t.Run("healthy", func(t *testing.T) {
+		s, logs, reg := openDamaged(t, copyStore(t, orig))
+		if d := s.Damage(); len(d.Quarantined) != 0 || len(d.Logs) != 0 {
+			t.Fatalf("damage %+v on a healthy store\nlogs:\n%s", d, logs)
+		}
+		if got := gauge(t, reg, "peakline_quarantined_blocks"); got != 0 {
+			t.Fatalf("peakline_quarantined_blocks %v, want 0", got)
+		}
+		for _, id := range []string{"a", "b", "c"} {
+			wantJob(t, s, id, true)
+		}
+	})
 	f := func(reason string, damage func(t *testing.T, block string)) {
 		t.Run(reason, func(t *testing.T) {
-			dir, blocks := blockStore(t)
-			damage(t, blocks["b"])
-			ulid := filepath.Base(blocks["b"])
+			dir := copyStore(t, orig)
+			blockB := filepath.Join(dir, filepath.Base(origBlocks["b"]))
+			damage(t, blockB)
+			ulid := filepath.Base(blockB)
 			s, logs, reg := openDamaged(t, dir)
 			q := s.Damage().Quarantined
 			want := filepath.Join(dir, QuarantineDir, ulid+"-"+reason)
