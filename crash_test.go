@@ -21,7 +21,7 @@ func TestCrashCycles(t *testing.T) {
 	res, err := bench.RunCrash(context.Background(), bench.CrashConfig{
 		Binary: peaklineBin(t), DataDir: t.TempDir(), Cycles: cycles,
 		JSONWriters: 2, RemoteWriters: 2, Seed: 1,
-		MinUptime: 200 * time.Millisecond, MaxUptime: 1200 * time.Millisecond,
+		MinUptime: 200 * time.Millisecond, MaxUptime: 800 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
