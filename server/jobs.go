@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/peakline/peakline/tsdb"
 )
 
 // jobEntry is one job in GET /api/v1/jobs.
@@ -15,6 +18,9 @@ type jobEntry struct {
 	Tasks   int                     `json:"tasks"`
 	Samples map[string]int          `json:"samples"`
 	Peaks   map[string]resourcePeak `json:"peaks"`
+	// Error says why a job could not be read (damaged storage); its
+	// other fields are then empty.
+	Error string `json:"error,omitempty"`
 }
 
 type resourcePeak struct {
@@ -22,14 +28,29 @@ type resourcePeak struct {
 	V float64 `json:"v"`
 }
 
-// listJobs answers GET /api/v1/jobs, newest first.
+// listJobs answers GET /api/v1/jobs, newest first. A job that cannot be
+// read is listed with its error (and logged) rather than failing the
+// whole list.
 func (s *Server) listJobs(c echo.Context) error {
-	sums, err := s.store.Summaries(c.Request().Context())
+	ctx := c.Request().Context()
+	ids, err := s.store.JobIDs(ctx)
 	if err != nil {
 		return err
 	}
-	out := make([]jobEntry, 0, len(sums))
-	for _, sum := range sums {
+	out := make([]jobEntry, 0, len(ids))
+	for _, id := range ids {
+		sum, err := s.store.Summary(ctx, id)
+		if errors.Is(err, tsdb.ErrJobNotFound) { // deleted since JobIDs
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.logger.Error("list jobs: read job", "job", id, "err", err)
+			out = append(out, jobEntry{JobID: id, Samples: map[string]int{}, Peaks: map[string]resourcePeak{}, Error: err.Error()})
+			continue
+		}
 		e := jobEntry{JobID: sum.ID, First: sum.FirstMs, Last: sum.LastMs, Tasks: sum.Tasks,
 			Samples: map[string]int{}, Peaks: map[string]resourcePeak{}}
 		for _, r := range sum.Resources {

@@ -183,6 +183,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// healthz answers {"status":"ok"}, or {"status":"degraded",
+// "quarantined":[...]} while damaged blocks sit in DATA/quarantine. Both
+// are HTTP 200: a degraded store still serves every other job, and a
+// liveness probe that failed would restart it into the same state (and
+// take the healthy jobs down with it); the damage needs a person, who is
+// told by this body, the log and peakline_quarantined_blocks.
 func (s *Server) healthz(c echo.Context) error {
+	if q := s.store.Damage().Quarantined; len(q) > 0 {
+		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "quarantined": q})
+	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -57,6 +57,8 @@ type Store struct {
 	appendMu [64]sync.Mutex
 
 	cache *cache
+
+	damage Damage // found by checkDisk at Open (repair.go)
 }
 
 // Open opens (creating if needed) the store in dir. reg may be nil.
@@ -68,11 +70,15 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	o.RetentionDuration = int64(opts.Retention / time.Millisecond)
 	o.OutOfOrderTimeWindow = oooWindow
 	o.EnableOverlappingCompaction = true
+	damage, err := checkDisk(dir, logger, reg)
+	if err != nil {
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
 	db, err := ptsdb.Open(dir, logger.With("component", "tsdb"), reg, o, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples)}
+	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples), damage: damage}
 	return s, nil
 }
 
