@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -80,9 +81,12 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 
 	job := &Job{ID: jobID}
 	tasks := map[taskKey]*taskAcc{}
+	// Label values point into block memory that compaction unmaps once
+	// the querier is closed; what the job keeps is copied.
 	getTask := func(k taskKey, name string) *taskAcc {
 		t := tasks[k]
 		if t == nil {
+			k.uuid, name = strings.Clone(k.uuid), strings.Clone(name)
 			t = &taskAcc{Task: Task{Counter: k.counter, UUID: k.uuid, Name: name, StartMs: maxTime, EndMs: minTime}, firstSample: maxTime}
 			tasks[k] = t
 		}
