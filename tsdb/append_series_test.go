@@ -1,0 +1,124 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+)
+
+// batchSeries is a batch as the labeled series remote write carries.
+func batchSeries(b *Batch) []LabeledSeries {
+	rows, _ := batchRows(b)
+	out := make([]LabeledSeries, len(rows))
+	for i, r := range rows {
+		out[i] = LabeledSeries{Labels: r.ls, Ts: r.ts, Vs: r.vs}
+	}
+	return out
+}
+
+// A job written as labeled series reads back like the same job appended
+// as a batch, through the same duplicate rule, and drops the cache of
+// exactly the jobs it touched.
+func TestAppendSeriesLikeAppend(t *testing.T) {
+	ctx := context.Background()
+	start := testNow.Add(-time.Hour).UnixMilli()
+	batched := openAt(t, t.TempDir(), Options{})
+	labeled := openAt(t, t.TempDir(), Options{})
+	for _, id := range []string{"a", "b"} {
+		if _, err := batched.Append(ctx, exampleBatch(id, start)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := labeled.AppendSeries(ctx, append(batchSeries(exampleBatch("a", start)), batchSeries(exampleBatch("b", start))...))
+	if want := (WriteResult{Samples: 144, Records: 8}); err != nil || res != want {
+		t.Fatalf("AppendSeries = %+v, %v, want %+v", res, err, want)
+	}
+	for _, id := range []string{"a", "b"} {
+		want, err := batched.ReadJob(ctx, id, minTime, maxTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := labeled.ReadJob(ctx, id, minTime, maxTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("job %s written as series:\n%+v\nappended:\n%+v", id, got, want)
+		}
+	}
+	// Job b cached; a write to a alone leaves it cached.
+	decodedBefore := labeled.cache.decoded.Load()
+	again := batchSeries(exampleBatch("a", start))
+	again[0].Vs = append([]float64{}, again[0].Vs...)
+	again[0].Vs[3] = -1 // a conflict: the stored value stays
+	res, err = labeled.AppendSeries(ctx, again)
+	if want := (WriteResult{Duplicates: 71, Conflicts: 1}); err != nil || res != want {
+		t.Fatalf("AppendSeries again = %+v, %v, want %+v", res, err, want)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := labeled.ReadJob(ctx, id, minTime, maxTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := labeled.cache.decoded.Load() - decodedBefore; got != 1 {
+		t.Fatalf("decoded %d jobs after writing a, want 1 (a only)", got)
+	}
+	job, _ := labeled.ReadJob(ctx, "a", minTime, maxTime)
+	if got := job.Columns[0].Vs[3]; got != 103 {
+		t.Fatalf("cpu[3] of a = %v, want the stored 103", got)
+	}
+}
+
+// Peakline series hold finite floats: a staleness marker is dropped and
+// counted, another non-finite value refuses the write; other metrics keep
+// Prometheus semantics. Bad labels refuse the whole write.
+func TestAppendSeriesValues(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, t.TempDir(), Options{})
+	t0 := testNow.Add(-time.Hour).UnixMilli()
+	stale := math.Float64frombits(value.StaleNaN)
+	cpu := labels.FromStrings("__name__", MetricCPU, LabelJob, "j", LabelCounter, "3", LabelTaskUUID, "u", LabelTask, "t")
+	other := labels.FromStrings("__name__", "up", "instance", "x")
+	res, err := s.AppendSeries(ctx, []LabeledSeries{
+		{Labels: cpu, Ts: []int64{t0, t0 + 1, t0 + 2}, Vs: []float64{5, 6, stale}},
+		{Labels: other, Ts: []int64{t0, t0 + 1, t0 + 2}, Vs: []float64{1, math.Inf(1), stale}},
+	})
+	if want := (WriteResult{Samples: 5, Stale: 1}); err != nil || res != want {
+		t.Fatalf("AppendSeries = %+v, %v, want %+v", res, err, want)
+	}
+	// Sent again: other's +Inf and marker are duplicates by their bits.
+	res, err = s.AppendSeries(ctx, []LabeledSeries{{Labels: other, Ts: []int64{t0, t0 + 1, t0 + 2}, Vs: []float64{1, math.Inf(1), stale}}})
+	if want := (WriteResult{Duplicates: 3}); err != nil || res != want {
+		t.Fatalf("AppendSeries again = %+v, %v, want %+v", res, err, want)
+	}
+	f := func(series []LabeledSeries, reason, want string) {
+		t.Helper()
+		_, err := s.AppendSeries(ctx, series)
+		var ref *Refusal
+		if !errors.As(err, &ref) || !errors.Is(err, ErrInvalid) || ref.Reason != reason || ref.Msg != want {
+			t.Fatalf("AppendSeries = %v, want %s: %s", err, reason, want)
+		}
+	}
+	okSeries := LabeledSeries{Labels: other, Ts: []int64{t0 + 10}, Vs: []float64{1}}
+	f([]LabeledSeries{okSeries, {Labels: cpu, Ts: []int64{t0 + 10}, Vs: []float64{math.Inf(1)}}}, ReasonNonFinite,
+		"series[1].v[0]: peakline_cpu_percent must be a finite number, got +Inf")
+	f([]LabeledSeries{okSeries, {Labels: cpu, Ts: []int64{t0 + 11, t0 + 10}, Vs: []float64{1, 2}}}, ReasonOutOfOrder,
+		"series[1].t[1]: times must strictly increase, got "+itoa(t0+10)+" after "+itoa(t0+11))
+	f([]LabeledSeries{{Labels: labels.FromStrings("__name__", MetricPIDs, LabelJob, "j", LabelCounter, "-1"), Ts: []int64{t0}, Vs: []float64{1}}}, ReasonPeaklineLabels,
+		`series[0].labels: {__name__="peakline_pids", counter="-1", job_id="j"}: counter must be a decimal number >= 0, got "-1"`)
+	f([]LabeledSeries{okSeries, {Labels: other, Ts: []int64{t0 * 1000}, Vs: []float64{1}}}, ReasonNotMilliseconds,
+		"series[1].t[0]: "+itoa(t0*1000)+" looks like microseconds; send unix milliseconds")
+	res, err = s.AppendSeries(ctx, []LabeledSeries{okSeries})
+	if want := (WriteResult{Samples: 1}); err != nil || res != want {
+		t.Fatalf("the series of the refused writes = %+v, %v, want %+v (nothing of them stored)", res, err, want)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
