@@ -87,11 +87,15 @@ func (s *Store) admission() admission {
 // plausible reports whether ms is a time inside the window.
 func (a admission) plausible(ms int64) bool { return ms >= a.minMs && ms <= a.maxMs }
 
-// checkTime refuses a time outside the window, saying which unit the
+// inside reports whether t lies in the window. Callers check it before
+// building a field name for refuseTime: formatting a name per sample
+// would cost more than the check.
+func (a admission) inside(t int64) bool { return t >= a.minMs && t <= a.maxMs }
+
+// refuseTime refuses a time outside the window, saying which unit the
 // number looks like when it is not milliseconds.
-func (a admission) checkTime(field string, t int64) *Refusal {
-	switch {
-	case t > a.maxMs:
+func (a admission) refuseTime(field string, t int64) *Refusal {
+	if t > a.maxMs {
 		switch {
 		case a.plausible(t / 1_000_000):
 			return refuse(ReasonNotMilliseconds, field, "%d looks like nanoseconds; send unix milliseconds", t)
@@ -102,16 +106,14 @@ func (a admission) checkTime(field string, t int64) *Refusal {
 		}
 		return refuse(ReasonTooFarInFuture, field, "%d (%s) is more than --max-future-skew %s ahead of the server's clock (%s)",
 			t, fmtMs(t), a.skew, a.now.UTC().Format(time.RFC3339))
-	case t < a.minMs:
-		switch {
-		case t > 0 && t <= math.MaxInt64/1000 && a.plausible(t*1000):
-			return refuse(ReasonNotMilliseconds, field, "%d looks like seconds; send unix milliseconds", t)
-		case a.retention > 0:
-			return refuse(ReasonTooOld, field, "%d (%s) is older than --retention %s allows (before %s)", t, fmtMs(t), a.retention, fmtMs(a.minMs))
-		}
-		return refuse(ReasonTooOld, field, "%d is before 2000-01-01T00:00:00Z; send unix milliseconds", t)
 	}
-	return nil
+	switch {
+	case t > 0 && t <= math.MaxInt64/1000 && a.plausible(t*1000):
+		return refuse(ReasonNotMilliseconds, field, "%d looks like seconds; send unix milliseconds", t)
+	case a.retention > 0:
+		return refuse(ReasonTooOld, field, "%d (%s) is older than --retention %s allows (before %s)", t, fmtMs(t), a.retention, fmtMs(a.minMs))
+	}
+	return refuse(ReasonTooOld, field, "%d is before 2000-01-01T00:00:00Z; send unix milliseconds", t)
 }
 
 func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z") }
@@ -119,19 +121,17 @@ func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format("2006-01-02T1
 // admitBatch checks every time of a validated batch against the window.
 func (a admission) admitBatch(b *Batch) error {
 	for i, t := range b.Tasks {
-		if err := a.checkTime(fmt.Sprintf("tasks[%d].start", i), t.StartMs); err != nil {
-			return err
+		if !a.inside(t.StartMs) {
+			return a.refuseTime(fmt.Sprintf("tasks[%d].start", i), t.StartMs)
 		}
 	}
-	if e := b.LastEvent; e != nil {
-		if err := a.checkTime("last_event.time", e.TimeMs); err != nil {
-			return err
-		}
+	if e := b.LastEvent; e != nil && !a.inside(e.TimeMs) {
+		return a.refuseTime("last_event.time", e.TimeMs)
 	}
 	for i, sd := range b.Series {
 		for j, t := range sd.Ts {
-			if err := a.checkTime(fmt.Sprintf("series[%d].t[%d]", i, j), t); err != nil {
-				return err
+			if !a.inside(t) {
+				return a.refuseTime(fmt.Sprintf("series[%d].t[%d]", i, j), t)
 			}
 		}
 	}
@@ -149,18 +149,19 @@ func isPeaklineMetric(name string) bool {
 }
 
 // checkLabels refuses the label set of a series written with its own
-// labels. Series of the Peakline schema must also carry the labels the
+// labels (r names it). Series of the Peakline schema must also carry the labels the
 // job graph reads (a job id, a decimal counter), or one bad series would
 // break its job.
-func checkLabels(field string, ls labels.Labels) *Refusal {
+func checkLabels(r *row, ls labels.Labels) *Refusal {
+	field := func() string { return r.field() + ".labels" }
 	if !ls.Has(labels.MetricName) {
-		return refuse(ReasonLabels, field, "has no %s label", labels.MetricName)
+		return refuse(ReasonLabels, field(), "has no %s label", labels.MetricName)
 	}
 	if !ls.IsValid(model.UTF8Validation) {
-		return refuse(ReasonLabels, field, "%s has an invalid label name or value", ls)
+		return refuse(ReasonLabels, field(), "%s has an invalid label name or value", ls)
 	}
 	if name, dup := ls.HasDuplicateLabelNames(); dup {
-		return refuse(ReasonLabels, field, "%s has the label %q twice", ls, name)
+		return refuse(ReasonLabels, field(), "%s has the label %q twice", ls, name)
 	}
 	metric := ls.Get(labels.MetricName)
 	if !isPeaklineMetric(metric) {
@@ -168,16 +169,16 @@ func checkLabels(field string, ls labels.Labels) *Refusal {
 	}
 	job := ls.Get(LabelJob)
 	if job == "" || len(job) > MaxJobIDLen {
-		return refuse(ReasonPeaklineLabels, field, "%s: %s must be 1 to %d bytes", ls, LabelJob, MaxJobIDLen)
+		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be 1 to %d bytes", ls, LabelJob, MaxJobIDLen)
 	}
 	if metric == MetricLastEvent {
 		return nil
 	}
 	if len(ls.Get(LabelTaskUUID)) > MaxUUIDLen || len(ls.Get(LabelTask)) > MaxTaskNameLen {
-		return refuse(ReasonPeaklineLabels, field, "%s: %s must be at most %d bytes and %s at most %d", ls, LabelTaskUUID, MaxUUIDLen, LabelTask, MaxTaskNameLen)
+		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes and %s at most %d", ls, LabelTaskUUID, MaxUUIDLen, LabelTask, MaxTaskNameLen)
 	}
 	if c, err := strconv.ParseInt(ls.Get(LabelCounter), 10, 64); err != nil || c < 0 {
-		return refuse(ReasonPeaklineLabels, field, "%s: %s must be a decimal number >= 0, got %q", ls, LabelCounter, ls.Get(LabelCounter))
+		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be a decimal number >= 0, got %q", ls, LabelCounter, ls.Get(LabelCounter))
 	}
 	return nil
 }

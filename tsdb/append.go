@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -174,8 +175,17 @@ type row struct {
 	ts     []int64
 	vs     []float64
 	hs     []HistogramSample
-	isTask bool // a task-start or last-event record: duplicates are not counted
-	field  string
+	isTask bool   // a task-start or last-event record: duplicates are not counted
+	kind   string // "series", "tasks" or "last_event": what refusals name
+	idx    int    // index in the write's series, or -1
+}
+
+// field names the row in a refusal: series[3], tasks, last_event.
+func (r *row) field() string {
+	if r.idx < 0 {
+		return r.kind
+	}
+	return r.kind + "[" + strconv.Itoa(r.idx) + "]"
 }
 
 // Append validates b and stores it in one transaction: either every new
@@ -220,26 +230,25 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 	rows := newRowSet(len(series))
 	for i := range series {
 		sr := &series[i]
-		f := fmt.Sprintf("series[%d]", i)
-		if err := checkLabels(f+".labels", sr.Labels); err != nil {
+		r := row{ls: sr.Labels, kind: "series", idx: i}
+		if err := checkLabels(&r, sr.Labels); err != nil {
 			return WriteResult{}, err
 		}
 		if len(sr.Ts) != len(sr.Vs) {
-			return WriteResult{}, refuse(ReasonLabels, f, "t has %d values but v has %d", len(sr.Ts), len(sr.Vs))
+			return WriteResult{}, refuse(ReasonLabels, r.field(), "t has %d values but v has %d", len(sr.Ts), len(sr.Vs))
 		}
 		metric := sr.Labels.Get(labels.MetricName)
 		peakline := isPeaklineMetric(metric)
-		r := row{ls: sr.Labels, field: f, isTask: metric == MetricTaskStart || metric == MetricLastEvent}
+		r.isTask = metric == MetricTaskStart || metric == MetricLastEvent
 		if peakline && len(sr.Hs) > 0 {
-			return WriteResult{}, refuse(ReasonHistogram, f+".histograms", "%s holds floats only, got %d histogram samples", metric, len(sr.Hs))
+			return WriteResult{}, refuse(ReasonHistogram, r.field()+".histograms", "%s holds floats only, got %d histogram samples", metric, len(sr.Hs))
 		}
 		for j, t := range sr.Ts {
-			tf := fmt.Sprintf("%s.t[%d]", f, j)
-			if err := adm.checkTime(tf, t); err != nil {
-				return WriteResult{}, err
+			if !adm.inside(t) {
+				return WriteResult{}, adm.refuseTime(fmt.Sprintf("%s.t[%d]", r.field(), j), t)
 			}
 			if j > 0 && t <= sr.Ts[j-1] {
-				return WriteResult{}, refuse(ReasonOutOfOrder, tf, "times must strictly increase, got %d after %d", t, sr.Ts[j-1])
+				return WriteResult{}, refuse(ReasonOutOfOrder, fmt.Sprintf("%s.t[%d]", r.field(), j), "times must strictly increase, got %d after %d", t, sr.Ts[j-1])
 			}
 			v := sr.Vs[j]
 			if peakline && (math.IsNaN(v) || math.IsInf(v, 0)) {
@@ -247,18 +256,17 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 					res.Stale++
 					continue
 				}
-				return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", f, j), "%s must be a finite number, got %v", metric, v)
+				return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", r.field(), j), "%s must be a finite number, got %v", metric, v)
 			}
 			r.ts = append(r.ts, t)
 			r.vs = append(r.vs, v)
 		}
 		for j, h := range sr.Hs {
-			tf := fmt.Sprintf("%s.histograms[%d].t", f, j)
-			if err := adm.checkTime(tf, h.T); err != nil {
-				return WriteResult{}, err
+			if !adm.inside(h.T) {
+				return WriteResult{}, adm.refuseTime(fmt.Sprintf("%s.histograms[%d].t", r.field(), j), h.T)
 			}
 			if h.H == nil && h.FH == nil {
-				return WriteResult{}, refuse(ReasonHistogram, tf, "holds no histogram")
+				return WriteResult{}, refuse(ReasonHistogram, fmt.Sprintf("%s.histograms[%d]", r.field(), j), "holds no histogram")
 			}
 		}
 		r.hs = sr.Hs
@@ -385,7 +393,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			}
 			ref, err = app.Append(ref, r.ls, t, r.vs[i])
 			if err != nil {
-				return fail(storageRefusal(fmt.Sprintf("%s.t[%d]", r.field, i), fmt.Errorf("append sample of %s at %d: %w", r.ls, t, err)))
+				return fail(storageRefusal(fmt.Sprintf("%s.t[%d]", r.field(), i), fmt.Errorf("append sample of %s at %d: %w", r.ls, t, err)))
 			}
 			if r.isTask {
 				res.Records++
@@ -396,7 +404,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		for i, h := range r.hs {
 			ref, err = app.AppendHistogram(ref, r.ls, h.T, h.H, h.FH)
 			if err != nil {
-				return fail(storageRefusal(fmt.Sprintf("%s.histograms[%d]", r.field, i), fmt.Errorf("append histogram of %s at %d: %w", r.ls, h.T, err)))
+				return fail(storageRefusal(fmt.Sprintf("%s.histograms[%d]", r.field(), i), fmt.Errorf("append histogram of %s at %d: %w", r.ls, h.T, err)))
 			}
 			res.Histograms++
 		}
@@ -434,18 +442,18 @@ func batchRows(b *Batch) (rows []row, conflicts int) {
 	rs := newRowSet(len(b.Series) + len(b.Tasks) + 1)
 	for i, sd := range b.Series {
 		r := Resources[resourceIndex(sd.Resource)]
-		conflicts += rs.add(row{ls: taskLabels(&sb, r.Metric, b.JobID, sd.Counter, sd.UUID, sd.Task), ts: sd.Ts, vs: sd.Vs, field: fmt.Sprintf("series[%d]", i)})
+		conflicts += rs.add(row{ls: taskLabels(&sb, r.Metric, b.JobID, sd.Counter, sd.UUID, sd.Task), ts: sd.Ts, vs: sd.Vs, kind: "series", idx: i})
 	}
 	// A task's start sent twice (other times) is one series of two samples.
 	tasks := slices.Clone(b.Tasks)
 	slices.SortStableFunc(tasks, func(x, y Task) int { return cmpInt64(x.StartMs, y.StartMs) })
 	for _, t := range tasks {
 		ls := taskLabels(&sb, MetricTaskStart, b.JobID, t.Counter, t.UUID, t.Name)
-		rs.add(row{ls: ls, ts: []int64{t.StartMs}, vs: []float64{float64(t.Counter)}, isTask: true, field: "tasks"})
+		rs.add(row{ls: ls, ts: []int64{t.StartMs}, vs: []float64{float64(t.Counter)}, isTask: true, kind: "tasks", idx: -1})
 	}
 	if e := b.LastEvent; e != nil {
 		ls := labels.FromStrings(labels.MetricName, MetricLastEvent, LabelJob, b.JobID)
-		rs.add(row{ls: ls, ts: []int64{e.TimeMs}, vs: []float64{float64(e.Counter)}, isTask: true, field: "last_event"})
+		rs.add(row{ls: ls, ts: []int64{e.TimeMs}, vs: []float64{float64(e.Counter)}, isTask: true, kind: "last_event", idx: -1})
 	}
 	return rs.rows, conflicts
 }
