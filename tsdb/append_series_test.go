@@ -6,9 +6,11 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 )
@@ -122,3 +124,37 @@ func TestAppendSeriesValues(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// Native histograms of other metrics go through the same write; a
+// Peakline series refuses them, and the head's refusal of a malformed one
+// refuses the whole write.
+func TestAppendSeriesHistograms(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, t.TempDir(), Options{})
+	t0 := testNow.Add(-time.Hour).UnixMilli()
+	good := &histogram.Histogram{Count: 3, ZeroCount: 3, ZeroThreshold: 0.001, Sum: 0}
+	bad := &histogram.Histogram{Count: 1, ZeroCount: 5, ZeroThreshold: 0.001, Sum: 0}
+	lat := labels.FromStrings("__name__", "latency", "instance", "x")
+	other := labels.FromStrings("__name__", "up", "instance", "x")
+	res, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: lat, Hs: []HistogramSample{{T: t0, H: good}, {T: t0 + 1, FH: good.ToFloat(nil)}}}})
+	if want := (WriteResult{Histograms: 2}); err != nil || res != want {
+		t.Fatalf("AppendSeries = %+v, %v, want %+v", res, err, want)
+	}
+	f := func(series []LabeledSeries, reason, wantPrefix string) {
+		t.Helper()
+		_, err := s.AppendSeries(ctx, series)
+		var ref *Refusal
+		if !errors.As(err, &ref) || ref.Reason != reason || !strings.HasPrefix(ref.Msg, wantPrefix) {
+			t.Fatalf("AppendSeries = %v, want %s: %s…", err, reason, wantPrefix)
+		}
+	}
+	cpu := labels.FromStrings("__name__", MetricCPU, LabelJob, "j", LabelCounter, "3")
+	f([]LabeledSeries{{Labels: cpu, Hs: []HistogramSample{{T: t0, H: good}}}}, ReasonHistogram,
+		"series[0].histograms: peakline_cpu_percent holds floats only, got 1 histogram samples")
+	f([]LabeledSeries{{Labels: other, Ts: []int64{t0 + 5}, Vs: []float64{1}}, {Labels: lat, Hs: []HistogramSample{{T: t0 + 5, H: bad}}}}, ReasonHistogram,
+		"series[1].histograms[0]: append histogram of")
+	res, err = s.AppendSeries(ctx, []LabeledSeries{{Labels: other, Ts: []int64{t0 + 5}, Vs: []float64{1}}})
+	if want := (WriteResult{Samples: 1}); err != nil || res != want {
+		t.Fatalf("the float series of the refused write = %+v, %v, want %+v (nothing of it stored)", res, err, want)
+	}
+}
