@@ -374,6 +374,12 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	for ri, r := range rows {
+		if ri > 0 && ri%commitSeries == 0 {
+			if err := app.Commit(); err != nil {
+				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
+			}
+			app = s.db.Appender(ctx)
+		}
 		have := existing[ri]
 		var ref storage.SeriesRef
 		k := 0
@@ -414,6 +420,18 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	}
 	return res, nil
 }
+
+// commitSeries is how many series one commit of the head holds. A write
+// of more is committed in parts: the Prometheus head's commit costs
+// O(n^2) in the out-of-order series it creates (for each one it
+// allocates room for the m-map markers of all before it), so one
+// transaction of 200k series of an old job took minutes and gigabytes;
+// in parts of commitSeries the cost is linear. Everything that refuses a
+// write (admission, labels, values) is decided before the first part;
+// what is left, a refusal of the head that admission rules out or an
+// I/O error, can leave earlier parts stored, and sending the write again
+// is harmless: their samples count as duplicates.
+const commitSeries = 256
 
 // lockJobs locks the append locks of jobs in index order, so that two
 // writes touching the same jobs cannot deadlock, and returns the unlock.

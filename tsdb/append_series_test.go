@@ -158,3 +158,30 @@ func TestAppendSeriesHistograms(t *testing.T) {
 		t.Fatalf("the float series of the refused write = %+v, %v, want %+v (nothing of it stored)", res, err, want)
 	}
 }
+
+// A write of more series than one commit holds is stored whole, counted
+// exactly, and is all duplicates when sent again; on the head's
+// out-of-order path too.
+func TestAppendManySeriesInParts(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, t.TempDir(), Options{})
+	recent := testNow.Add(-time.Minute).UnixMilli()
+	if _, err := s.Append(ctx, manySeriesBatch("recent", recent, 1)); err != nil {
+		t.Fatal(err)
+	}
+	n := 2*commitSeries + 7
+	old := manySeriesBatch("old", testNow.Add(-5*time.Hour).UnixMilli(), n)
+	if res, err := s.Append(ctx, old); err != nil || res != (AppendResult{Samples: n}) {
+		t.Fatalf("append of %d series = %+v, %v", n, res, err)
+	}
+	if res, err := s.AppendSeries(ctx, batchSeries(old)); err != nil || res != (WriteResult{Duplicates: n}) {
+		t.Fatalf("the same as labeled series = %+v, %v, want %d duplicates", res, err, n)
+	}
+	job, err := s.ReadJob(ctx, "old", minTime, maxTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(job.Columns[0].Ts); got != n || len(job.Tasks) != n {
+		t.Fatalf("job has %d cpu samples and %d tasks, want %d of each", got, len(job.Tasks), n)
+	}
+}

@@ -97,13 +97,14 @@ func cpuTime() time.Duration {
 
 // BenchmarkAppendSeriesCount measures the cost per series of a write of
 // many one-sample series, by JSON batch (Append) and by labeled series
-// (AppendSeries, remote write), into a fresh store and again (every
-// sample a duplicate). The cost per series must stay flat as the write
-// grows:
+// (AppendSeries, remote write), into a fresh store, into a store holding
+// a sample 5 hours newer (the head's out-of-order path, which was
+// quadratic in one transaction), and again (every sample a duplicate).
+// The cost per series must stay flat as the write grows:
 //
 //	go test -run '^$' -bench BenchmarkAppendSeriesCount -benchtime 3x ./tsdb/
 func BenchmarkAppendSeriesCount(b *testing.B) {
-	start := time.Now().Add(-time.Hour).UnixMilli()
+	start := time.Now().Add(-5 * time.Hour).UnixMilli()
 	for _, path := range []string{"batch", "series"} {
 		for _, n := range []int{5_000, 20_000, 80_000} {
 			batch := manySeriesBatch("many", start, n)
@@ -116,7 +117,7 @@ func BenchmarkAppendSeriesCount(b *testing.B) {
 				res, err := s.AppendSeries(context.Background(), series)
 				return res.Samples, res.Duplicates, err
 			}
-			for _, phase := range []string{"fresh", "again"} {
+			for _, phase := range []string{"fresh", "old", "again"} {
 				b.Run(fmt.Sprintf("path=%s/series=%d/%s", path, n, phase), func(b *testing.B) {
 					b.ReportAllocs()
 					var cpu time.Duration
@@ -126,8 +127,15 @@ func BenchmarkAppendSeriesCount(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						if phase == "again" {
+						switch phase {
+						case "again":
 							if _, _, err := write(s); err != nil {
+								b.Fatal(err)
+							}
+						case "old":
+							// A newer sample puts the write on the head's
+							// out-of-order path.
+							if _, err := s.Append(context.Background(), manySeriesBatch("recent", start+5*3600_000, 1)); err != nil {
 								b.Fatal(err)
 							}
 						}
@@ -136,7 +144,7 @@ func BenchmarkAppendSeriesCount(b *testing.B) {
 						stored, dups, err := write(s)
 						b.StopTimer()
 						cpu += cpuTime() - c0
-						if err != nil || (phase == "fresh" && stored != n) || (phase == "again" && dups != n) {
+						if err != nil || (phase != "again" && stored != n) || (phase == "again" && dups != n) {
 							b.Fatalf("write: %d stored, %d duplicates, %v", stored, dups, err)
 						}
 						s.Close()
