@@ -93,6 +93,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var (
 		dataDir, listen, eventsURL string
 		retention                  time.Duration
+		maxFutureSkew              time.Duration
 		cfg                        server.Config
 		sec                        serveSecurity
 	)
@@ -116,7 +117,10 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention}, logger, reg)
+			if maxFutureSkew <= 0 {
+				return fmt.Errorf("--max-future-skew: must be positive, got %s", maxFutureSkew)
+			}
+			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew}, logger, reg)
 			if err != nil {
 				return fmt.Errorf("--data: %w", err)
 			}
@@ -156,6 +160,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
 	f.DurationVar(&retention, "retention", 0, "drop data older than this, measured from the newest sample (0 keeps everything)")
+	f.DurationVar(&maxFutureSkew, "max-future-skew", tsdb.DefaultMaxFutureSkew, "refuse samples further ahead of the server's clock than this")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
 	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 128<<20, "largest request body accepted after decompression")
 	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")

@@ -9,15 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/golang/snappy"
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
-	"github.com/prometheus/prometheus/storage"
 
 	"github.com/peakline/peakline/tsdb"
 )
@@ -26,37 +22,29 @@ import (
 // protobuf prompb.WriteRequest. Its errors are Peakline's ({"error"}),
 // which remote-write senders log as they are.
 
-// maxAhead is how far in the future a sample may be, as in Prometheus.
-const maxAhead = 10 * time.Minute
-
 // maxSnappyRatio bounds how much a snappy block can expand: its densest
 // element, a 3-byte copy, writes 64 bytes. A body whose header claims
 // more is corrupt, and is refused before anything is allocated.
 const maxSnappyRatio = 64 / 3
 
 // Reasons a remote-written sample is refused (the reason label of
-// peakline_remote_write_rejected_samples_total).
-const (
-	rejectInvalidLabels   = "invalid_labels"
-	rejectPeaklineLabels  = "invalid_peakline_labels"
-	rejectTooFarInFuture  = "too_far_in_future"
-	rejectOutOfOrder      = "out_of_order"
-	rejectOutOfBounds     = "out_of_bounds"
-	rejectTooOld          = "too_old"
-	rejectDuplicate       = "duplicate_timestamp"
-	rejectInvalidHistogam = "invalid_histogram"
-)
+// peakline_remote_write_rejected_samples_total) are the store's
+// (tsdb.Reason*), and staleness markers of Peakline series, which are
+// dropped: their series hold finite values only.
+const rejectStale = "stale_marker"
 
 // remoteWrite answers POST /prometheus/api/v1/write and /api/v1/write.
 //
-// Every sample is appended on its own; those the store refuses
-// (out-of-order, too old, a second value at a stored time, too far in the
-// future, bad labels) are counted by reason and logged, and never keep the
-// rest of the batch out. The answer is 204 once the batch is in the
-// write-ahead log, or 400 listing the counts when nothing could be stored
-// (a sender must not retry such a batch). Unlike Prometheus' own receiver,
-// which refuses a whole batch on its first out-of-order sample, this lets
-// a batch of an old job with a few overlapping samples land.
+// A batch goes through the store's one write path: a series with bad
+// labels or a sample outside the admission window (too old, too far
+// ahead, not in milliseconds, a non-finite value in a Peakline series)
+// refuses the whole batch with 400 naming the series, sample and value,
+// and nothing of it is stored (a sender must not retry a 400). Otherwise
+// the answer is 204 once the batch is in the write-ahead log; samples
+// already stored are skipped (another value at a stored time keeps the
+// stored one, counted as duplicate_timestamp), so a retried batch is
+// harmless. A batch of which nothing new could be stored because every
+// sample conflicts is a 400 listing the counts.
 func (a *promAPI) remoteWrite(c echo.Context) error {
 	r := c.Request()
 	if err := checkRemoteWriteHeaders(r.Header); err != nil {
@@ -80,12 +68,13 @@ func (a *promAPI) remoteWrite(c echo.Context) error {
 	}
 	a.rw.samples.Add(float64(st.stored))
 	a.s.metrics.ingestedSamples.Add(float64(st.stored))
+	a.s.metrics.ingestedDups.Add(float64(st.duplicates))
 	for reason, n := range st.rejected {
 		a.rw.rejected.WithLabelValues(reason).Add(float64(n))
 	}
 	if len(st.rejected) > 0 {
 		a.s.logger.Warn("remote write: samples refused", "stored", st.stored, "refused", st.rejectedText())
-		if st.stored == 0 {
+		if st.stored == 0 && st.rejected[tsdb.ReasonDuplicate] > 0 {
 			return badRequest("stored none of the %d samples: %s", st.total, st.rejectedText())
 		}
 	}
@@ -139,9 +128,10 @@ func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, er
 
 // writeStats counts what a remote-write batch did.
 type writeStats struct {
-	total    int            // samples and histogram samples received
-	stored   int            // of which appended
-	rejected map[string]int // of which refused, by reason
+	total      int            // samples and histogram samples received
+	stored     int            // of which appended
+	duplicates int            // of which already stored with the same value
+	rejected   map[string]int // of which refused, by reason
 }
 
 func (st *writeStats) reject(reason string, n int) {
@@ -168,124 +158,50 @@ func (st *writeStats) rejectedText() string {
 	return strings.Join(parts, ", ")
 }
 
-// appendWrite appends a decoded batch in one transaction and refreshes
-// the summaries of the jobs it touched.
+// appendWrite stores a decoded batch through the store's one write path
+// (Store.AppendSeries: admission, duplicate rule, job locks, cache) and
+// counts what it did.
 func (a *promAPI) appendWrite(r *http.Request, req *prompb.WriteRequest) (writeStats, error) {
 	var st writeStats
-	maxT := a.cfg.Now().Add(maxAhead).UnixMilli()
-	app := a.s.store.Appendable().Appender(r.Context())
-	jobs := map[string]struct{}{}
+	series := make([]tsdb.LabeledSeries, len(req.Timeseries))
 	b := labels.NewScratchBuilder(0)
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
-		n := len(ts.Samples) + len(ts.Histograms)
-		st.total += n
-		ls := ts.ToLabels(&b, nil)
-		if reason := checkSeriesLabels(ls); reason != "" {
-			st.reject(reason, n)
-			continue
-		}
-		stored := st.stored
-		var ref storage.SeriesRef
-		for _, s := range ts.Samples {
-			if s.Timestamp > maxT {
-				st.reject(rejectTooFarInFuture, 1)
-				continue
-			}
-			var err error
-			ref, err = app.Append(ref, ls, s.Timestamp, s.Value)
-			if err := st.count(err); err != nil {
-				_ = app.Rollback()
-				return writeStats{}, fmt.Errorf("append sample of %s at %d: %w", ls, s.Timestamp, err)
-			}
+		st.total += len(ts.Samples) + len(ts.Histograms)
+		sr := tsdb.LabeledSeries{Labels: ts.ToLabels(&b, nil), Ts: make([]int64, len(ts.Samples)), Vs: make([]float64, len(ts.Samples))}
+		for j, smp := range ts.Samples {
+			sr.Ts[j], sr.Vs[j] = smp.Timestamp, smp.Value
 		}
 		for _, h := range ts.Histograms {
-			if h.Timestamp > maxT {
-				st.reject(rejectTooFarInFuture, 1)
-				continue
-			}
-			var err error
+			hs := tsdb.HistogramSample{T: h.Timestamp}
 			if h.IsFloatHistogram() {
-				ref, err = app.AppendHistogram(ref, ls, h.Timestamp, nil, h.ToFloatHistogram())
+				hs.FH = h.ToFloatHistogram()
 			} else {
-				ref, err = app.AppendHistogram(ref, ls, h.Timestamp, h.ToIntHistogram(), nil)
+				hs.H = h.ToIntHistogram()
 			}
-			if err := st.count(err); err != nil {
-				_ = app.Rollback()
-				return writeStats{}, fmt.Errorf("append histogram of %s at %d: %w", ls, h.Timestamp, err)
-			}
+			sr.Hs = append(sr.Hs, hs)
 		}
-		if st.stored > stored {
-			if job := ls.Get(tsdb.LabelJob); job != "" {
-				jobs[job] = struct{}{}
-			}
+		series[i] = sr
+	}
+	res, err := a.s.store.AppendSeries(r.Context(), series)
+	if err != nil {
+		// A refused batch is refused whole: all its samples count
+		// under the reason that refused it.
+		var ref *tsdb.Refusal
+		if errors.As(err, &ref) {
+			st.reject(ref.Reason, st.total)
+			a.rw.rejected.WithLabelValues(ref.Reason).Add(float64(st.total))
 		}
+		return writeStats{}, err
 	}
-	if err := app.Commit(); err != nil {
-		return writeStats{}, fmt.Errorf("commit remote write batch: %w", err)
-	}
-	for job := range jobs {
-		a.s.store.Invalidate(job)
-	}
+	st.stored = res.Samples + res.Records + res.Histograms
+	st.duplicates = res.Duplicates
+	st.reject(tsdb.ReasonDuplicate, res.Conflicts)
+	st.reject(rejectStale, res.Stale)
 	for _, m := range req.Metadata {
 		if m.MetricFamilyName != "" {
 			a.meta.put(m.MetricFamilyName, metadataEntry{Type: strings.ToLower(m.Type.String()), Help: m.Help, Unit: m.Unit})
 		}
 	}
 	return st, nil
-}
-
-// count records the outcome of one append: stored, refused for a reason
-// the sender must hear of, or (returned) a fault of the store.
-func (st *writeStats) count(err error) error {
-	var reason string
-	switch {
-	case err == nil:
-		st.stored++
-		return nil
-	case errors.Is(err, storage.ErrOutOfOrderSample):
-		reason = rejectOutOfOrder
-	case errors.Is(err, storage.ErrOutOfBounds):
-		reason = rejectOutOfBounds
-	case errors.Is(err, storage.ErrTooOldSample):
-		reason = rejectTooOld
-	case errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
-		reason = rejectDuplicate
-	default:
-		var he histogram.Error
-		if !errors.As(err, &he) {
-			return err
-		}
-		reason = rejectInvalidHistogam
-	}
-	st.reject(reason, 1)
-	return nil
-}
-
-// checkSeriesLabels returns why a series' labels are refused, or "".
-// Series of the Peakline schema must also carry the labels the job graph
-// reads (a decimal counter), or one bad series would break its job.
-func checkSeriesLabels(ls labels.Labels) string {
-	if !ls.Has(labels.MetricName) || !ls.IsValid(model.UTF8Validation) {
-		return rejectInvalidLabels
-	}
-	if _, dup := ls.HasDuplicateLabelNames(); dup {
-		return rejectInvalidLabels
-	}
-	switch ls.Get(labels.MetricName) {
-	case tsdb.MetricCPU, tsdb.MetricMemory, tsdb.MetricPIDs, tsdb.MetricTaskStart:
-		job := ls.Get(tsdb.LabelJob)
-		if job == "" || len(job) > tsdb.MaxJobIDLen ||
-			len(ls.Get(tsdb.LabelTaskUUID)) > tsdb.MaxUUIDLen || len(ls.Get(tsdb.LabelTask)) > tsdb.MaxTaskNameLen {
-			return rejectPeaklineLabels
-		}
-		if c, err := strconv.ParseInt(ls.Get(tsdb.LabelCounter), 10, 64); err != nil || c < 0 {
-			return rejectPeaklineLabels
-		}
-	case tsdb.MetricLastEvent:
-		if job := ls.Get(tsdb.LabelJob); job == "" || len(job) > tsdb.MaxJobIDLen {
-			return rejectPeaklineLabels
-		}
-	}
-	return ""
 }

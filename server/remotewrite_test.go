@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -16,6 +18,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/server"
@@ -160,9 +163,12 @@ func TestRemoteWriteRejectsBadBodies(t *testing.T) {
 	}
 }
 
-// Refused samples are counted by reason and never keep the rest of a
-// batch out; a batch of which nothing could be stored is a 400 listing
-// the counts.
+// A batch goes through the store's one write path: samples already
+// stored are skipped (a retry is harmless; another value at a stored
+// time keeps the stored one and is counted), and a batch with any sample
+// outside the admission window, a non-finite value in a Peakline series
+// or bad labels is refused whole with a 400 naming the series, sample
+// and value, storing nothing of it.
 func TestRemoteWritePartialBatch(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	reg := prometheus.NewRegistry()
@@ -173,59 +179,98 @@ func TestRemoteWritePartialBatch(t *testing.T) {
 		return prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: name}, {Name: "job_id", Value: "p"}}, Samples: samples}
 	}
 	s := func(dtSec int64, v float64) prompb.Sample { return prompb.Sample{Timestamp: t0 + dtSec*1000, Value: v} }
+	at := func(ms int64, v float64) prompb.Sample { return prompb.Sample{Timestamp: ms, Value: v} }
 	mustWrite(t, url, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("x", s(0, 1), s(10, 2), s(20, 3))}})
 
 	// Sent again as is: stored once, and no refusal (a retry is harmless).
 	mustWrite(t, url, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("x", s(0, 1), s(10, 2), s(20, 3))}})
 
-	badPeakline := prompb.TimeSeries{Labels: []prompb.Label{
-		{Name: "__name__", Value: "peakline_cpu_percent"}, {Name: "job_id", Value: "p"}, {Name: "counter", Value: "three"},
-	}, Samples: []prompb.Sample{s(5, 50)}}
-	noName := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job_id", Value: "p"}}, Samples: []prompb.Sample{s(5, 1)}}
 	mixed := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
 		series("x",
 			s(20, 99), // another value at the newest stored time
 			s(30, 4),  // new
-			prompb.Sample{Timestamp: now.Add(time.Hour).UnixMilli(), Value: 5},                          // too far ahead
-			prompb.Sample{Timestamp: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), Value: 6}, // before the 100-year window
 		),
 		series("y", s(0, 7), s(10, 8)),
-		badPeakline,
-		noName,
 	}}
 	if code, resp := postWrite(t, url, encodeWrite(t, mixed), nil); code != 204 {
 		t.Fatalf("mixed batch: %d %s", code, resp)
 	}
-	v := res(store.api.Query(context.Background(), `count_over_time({job_id="p"}[2h]) keep_metric_names`, now)).must(t)
-	counts := map[string]float64{}
-	for _, smp := range v.(model.Vector) {
-		counts[string(smp.Metric["__name__"])] = float64(smp.Value)
+	counts := func() map[string]float64 {
+		v := res(store.api.Query(context.Background(), `count_over_time({job_id="p"}[2h]) keep_metric_names`, now)).must(t)
+		out := map[string]float64{}
+		for _, smp := range v.(model.Vector) {
+			out[string(smp.Metric["__name__"])] = float64(smp.Value)
+		}
+		return out
 	}
-	if counts["x"] != 4 || counts["y"] != 2 || len(counts) != 2 {
-		t.Fatalf("stored %v, want x: 4 samples, y: 2", counts)
+	want := map[string]float64{"x": 4, "y": 2}
+	if got := counts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stored %v, want %v", got, want)
 	}
-	v = res(store.api.Query(context.Background(), `x`, time.UnixMilli(t0+20_000))).must(t)
+	v := res(store.api.Query(context.Background(), `x`, time.UnixMilli(t0+20_000))).must(t)
 	if vec := v.(model.Vector); len(vec) != 1 || vec[0].Value != 3 {
 		t.Fatalf("x at t0+20s = %v, want the first value 3 kept", v)
 	}
 
-	allBad := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
-		series("x", s(30, 40), prompb.Sample{Timestamp: now.Add(time.Hour).UnixMilli(), Value: 5}),
-		badPeakline,
-	}}
-	code, resp := postWrite(t, url, encodeWrite(t, allBad), nil)
-	if code != 400 || !strings.Contains(resp, "stored none of the 3 samples: 1 duplicate_timestamp, 1 invalid_peakline_labels, 1 too_far_in_future") {
-		t.Fatalf("all refused: %d %s", code, resp)
+	badPeakline := prompb.TimeSeries{Labels: []prompb.Label{
+		{Name: "__name__", Value: "peakline_cpu_percent"}, {Name: "job_id", Value: "p"}, {Name: "counter", Value: "three"},
+	}, Samples: []prompb.Sample{s(5, 50)}}
+	cpu := func(samples ...prompb.Sample) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: []prompb.Label{
+			{Name: "__name__", Value: "peakline_cpu_percent"}, {Name: "counter", Value: "3"}, {Name: "job_id", Value: "p"},
+			{Name: "task", Value: "t"}, {Name: "task_uuid", Value: "u"},
+		}, Samples: samples}
+	}
+	noName := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job_id", Value: "p"}}, Samples: []prompb.Sample{s(5, 1)}}
+	future := now.Add(time.Hour).UnixMilli()
+	refused := func(name string, msg string, ts ...prompb.TimeSeries) {
+		t.Helper()
+		code, resp := postWrite(t, url, encodeWrite(t, &prompb.WriteRequest{Timeseries: ts}), nil)
+		if code != 400 || !strings.Contains(resp, msg) {
+			t.Fatalf("%s: %d %s, want 400 with %q", name, code, resp, msg)
+		}
+		if got := counts(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: stored %v, want %v", name, got, want)
+		}
+	}
+	refused("too far ahead", fmt.Sprintf("series[1].t[1]: %d (%s) is more than --max-future-skew 10m0s ahead", future, time.UnixMilli(future).UTC().Format("2006-01-02T15:04:05.000Z")),
+		series("y", s(40, 9)), series("x", s(40, 5), at(future, 5)))
+	refused("1900", "series[0].t[0]: -2208988800000 is before 2000-01-01T00:00:00Z; send unix milliseconds",
+		series("x", at(time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 6), s(40, 5)))
+	refused("microseconds", fmt.Sprintf("series[0].t[0]: %d looks like microseconds; send unix milliseconds", (t0+40_000)*1000),
+		series("x", at((t0+40_000)*1000, 6)))
+	refused("bad Peakline labels", `series[1].labels: {__name__=\"peakline_cpu_percent\", counter=\"three\", job_id=\"p\"}: counter must be a decimal number`, /* JSON-escaped */
+		series("y", s(40, 9)), badPeakline)
+	refused("no name", "series[0].labels: has no __name__ label", noName, series("y", s(40, 9)))
+	refused("+Inf in a Peakline series", "series[0].v[1]: peakline_cpu_percent must be a finite number, got +Inf",
+		cpu(s(40, 5), s(41, math.Inf(1))))
+	refused("all conflicting", "stored none of the 1 samples: 1 duplicate_timestamp", series("x", s(30, 40)))
+
+	// A staleness marker of a Peakline series is dropped and counted;
+	// other metrics keep Prometheus semantics (NaN and markers stored).
+	mustWrite(t, url, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		cpu(s(40, 5), s(41, math.Float64frombits(value.StaleNaN))),
+		series("y", s(40, math.NaN())),
+	}})
+	want = map[string]float64{"x": 4, "y": 3, "peakline_cpu_percent": 1}
+	if got := counts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the staleness marker: stored %v, want %v", got, want)
+	}
+	if code := getJSON(t, store.hs.URL+"/api/v1/jobs", new(any)); code != 200 {
+		t.Fatalf("GET /api/v1/jobs: %d", code)
 	}
 
 	metrics := getText(t, store.hs.URL+"/metrics")
 	for _, want := range []string{
 		`peakline_remote_write_rejected_samples_total{reason="duplicate_timestamp"} 2`,
-		`peakline_remote_write_rejected_samples_total{reason="too_far_in_future"} 2`,
-		`peakline_remote_write_rejected_samples_total{reason="too_old"} 1`,
-		`peakline_remote_write_rejected_samples_total{reason="invalid_labels"} 1`,
+		`peakline_remote_write_rejected_samples_total{reason="too_far_in_future"} 3`,
+		`peakline_remote_write_rejected_samples_total{reason="too_old"} 2`,
+		`peakline_remote_write_rejected_samples_total{reason="not_milliseconds"} 1`,
+		`peakline_remote_write_rejected_samples_total{reason="invalid_labels"} 2`,
 		`peakline_remote_write_rejected_samples_total{reason="invalid_peakline_labels"} 2`,
-		`peakline_remote_write_samples_total 9`,
+		`peakline_remote_write_rejected_samples_total{reason="non_finite"} 2`,
+		`peakline_remote_write_rejected_samples_total{reason="stale_marker"} 1`,
+		`peakline_remote_write_samples_total 8`,
 		`prometheus_engine_queries_concurrent_max 8`,
 	} {
 		if !strings.Contains(metrics, want) {

@@ -172,7 +172,7 @@ func TestGraphInvariants(t *testing.T) {
 		spec := workload.JobSpec{
 			Tasks:              1 + rng.IntN(40),
 			SamplesPerResource: rng.IntN(3000),
-			StartMs:            1796009960000 + rng.Int64N(1e9),
+			StartMs:            1796009960000 - rng.Int64N(1e9), // in the past: the store refuses times ahead of its clock
 		}
 		if rng.IntN(4) == 0 {
 			spec.Resources = []string{"memory"}
@@ -385,6 +385,12 @@ func TestBadRequests(t *testing.T) {
 	postErr(`{"job_id": "x", "series": [{"resource": "disk", "t": [1], "v": [1]}]}`, nil, 400, "series[0].resource")
 	postErr(`{"job_id": "x", "series": [{"resource": "cpu", "t": ["a"], "v": [1]}]}`, nil, 400, "series.t: must be int64")
 	postErr(`{"job_id": "", "series": []}`, nil, 400, "job_id: is required")
+	// Times outside the store's admission window refuse the whole batch
+	// (400: a collector must not retry it), saying what unit they look like.
+	postErr(`{"job_id": "j1", "series": [{"resource": "cpu", "t": [1796009960000, 1796010000000000], "v": [1, 2]}]}`, nil, 400,
+		"invalid batch: series[0].t[1]: 1796010000000000 looks like microseconds; send unix milliseconds")
+	postErr(`{"job_id": "j1", "tasks": [{"counter": 1, "uuid": "u", "name": "n", "start": 946684799999}]}`, nil, 400,
+		"invalid batch: tasks[0].start: 946684799999 is before 2000-01-01T00:00:00Z")
 	postErr(`{"job_id": "x", "sries": []}`, nil, 400, `unknown field \"sries\"`)
 	postErr(`{"job_id": "x"`, nil, 400, "body: JSON ends early")
 	postErr(`{}`, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type must be application/json")

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -138,38 +140,249 @@ func checkString(field, s string, maxLen int, required bool) error {
 	return nil
 }
 
+// LabeledSeries is one series written with its own labels (Prometheus
+// remote write): float samples in Ts/Vs (Ts strictly increasing, unix
+// ms) and histogram samples in Hs. The store does not keep the slices.
+type LabeledSeries struct {
+	Labels labels.Labels
+	Ts     []int64
+	Vs     []float64
+	Hs     []HistogramSample
+}
+
+// HistogramSample is one native-histogram sample: H or FH is set.
+type HistogramSample struct {
+	T  int64
+	H  *histogram.Histogram
+	FH *histogram.FloatHistogram
+}
+
+// WriteResult counts what AppendSeries did.
+type WriteResult struct {
+	Samples    int // float samples newly stored
+	Histograms int // histogram samples appended
+	Records    int // task-start and last-event samples newly stored
+	Duplicates int // samples already stored with the same value, skipped
+	Conflicts  int // samples already stored with another value; the stored value is kept
+	Stale      int // staleness markers in Peakline series, dropped
+}
+
 // row is one series' worth of samples to append.
 type row struct {
 	ls     labels.Labels
+	hash   uint64
+	job    string // the job_id label
 	ts     []int64
 	vs     []float64
-	isTask bool
+	hs     []HistogramSample
+	isTask bool   // a task-start or last-event record: duplicates are not counted
+	kind   string // "series", "tasks" or "last_event": what refusals name
+	idx    int    // index in the write's series, or -1
+}
+
+// field names the row in a refusal: series[3], tasks, last_event.
+func (r *row) field() string {
+	if r.idx < 0 {
+		return r.kind
+	}
+	return r.kind + "[" + strconv.Itoa(r.idx) + "]"
 }
 
 // Append validates b and stores it in one transaction: either every new
-// sample of the batch is committed to the write-ahead log, or none is.
-// Samples already stored (same series and time) are skipped, so a batch
-// sent twice is stored once.
+// sample of the batch is committed to the write-ahead log, or none is
+// (a batch of more than commitSeries series is committed in parts, and
+// an I/O error can leave earlier parts stored). Samples already stored (same series and time) are skipped, so a batch
+// sent twice is stored once. A batch with a time outside the admission
+// window (see admit.go) is refused whole with a *Refusal.
 func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 	if err := b.Validate(); err != nil {
 		return AppendResult{}, err
 	}
-	rows := batchRows(b)
-	if len(rows) == 0 {
-		return AppendResult{}, nil
+	if err := s.admission().admitBatch(b); err != nil {
+		return AppendResult{}, err
 	}
-	unlock := s.lockJob(b.JobID)
-	defer unlock()
-	defer s.cache.drop(b.JobID)
-
-	existing, err := s.existingSamples(ctx, b.JobID, rows)
+	rows, conflicts := batchRows(b)
+	if len(rows) == 0 {
+		return AppendResult{Conflicts: conflicts}, nil
+	}
+	res, err := s.writeRows(ctx, rows)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	var res AppendResult
-	app := s.db.Appender(ctx)
+	return AppendResult{Samples: res.Samples, Tasks: res.Records, Duplicates: res.Duplicates, Conflicts: res.Conflicts + conflicts}, nil
+}
+
+// AppendSeries stores series that carry their own labels, of any metric,
+// through the same path as Append: one admission, one duplicate rule,
+// one transaction (in parts past commitSeries series), the cache of
+// exactly the touched jobs dropped.
+//
+// A series with bad labels, a time outside the admission window or times
+// not strictly increasing refuses the whole write with a *Refusal naming
+// series[i] and t[j]; nothing of it is stored. Series of the Peakline
+// schema (see schema.go) hold finite floats only: another non-finite
+// value, or a histogram, is refused too, while their staleness markers
+// are dropped and counted. Series of other metrics keep Prometheus
+// semantics. Samples already stored at the same time are skipped and
+// counted as Duplicates (same value) or Conflicts (another value, the
+// stored one is kept).
+func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (WriteResult, error) {
+	var res WriteResult
+	adm := s.admission()
+	rows := newRowSet(len(series))
+	for i := range series {
+		sr := &series[i]
+		r := row{ls: sr.Labels, kind: "series", idx: i}
+		if err := checkLabels(&r, sr.Labels); err != nil {
+			return WriteResult{}, err
+		}
+		if len(sr.Ts) != len(sr.Vs) {
+			return WriteResult{}, refuse(ReasonLabels, r.field(), "t has %d values but v has %d", len(sr.Ts), len(sr.Vs))
+		}
+		metric := sr.Labels.Get(labels.MetricName)
+		peakline := isPeaklineMetric(metric)
+		r.isTask = metric == MetricTaskStart || metric == MetricLastEvent
+		if peakline && len(sr.Hs) > 0 {
+			return WriteResult{}, refuse(ReasonHistogram, r.field()+".histograms", "%s holds floats only, got %d histogram samples", metric, len(sr.Hs))
+		}
+		for j, t := range sr.Ts {
+			if !adm.inside(t) {
+				return WriteResult{}, adm.refuseTime(fmt.Sprintf("%s.t[%d]", r.field(), j), t)
+			}
+			if j > 0 && t <= sr.Ts[j-1] {
+				return WriteResult{}, refuse(ReasonOutOfOrder, fmt.Sprintf("%s.t[%d]", r.field(), j), "times must strictly increase, got %d after %d", t, sr.Ts[j-1])
+			}
+			v := sr.Vs[j]
+			if peakline && (math.IsNaN(v) || math.IsInf(v, 0)) {
+				if isStale(v) {
+					res.Stale++
+					continue
+				}
+				return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", r.field(), j), "%s must be a finite number, got %v", metric, v)
+			}
+			r.ts = append(r.ts, t)
+			r.vs = append(r.vs, v)
+		}
+		for j, h := range sr.Hs {
+			if !adm.inside(h.T) {
+				return WriteResult{}, adm.refuseTime(fmt.Sprintf("%s.histograms[%d].t", r.field(), j), h.T)
+			}
+			if h.H == nil && h.FH == nil {
+				return WriteResult{}, refuse(ReasonHistogram, fmt.Sprintf("%s.histograms[%d]", r.field(), j), "holds no histogram")
+			}
+		}
+		r.hs = sr.Hs
+		res.Conflicts += rows.add(r)
+	}
+	if len(rows.rows) == 0 {
+		return res, nil
+	}
+	wr, err := s.writeRows(ctx, rows.rows)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	wr.Stale, wr.Conflicts = res.Stale, wr.Conflicts+res.Conflicts
+	return wr, nil
+}
+
+// rowSet gathers the rows of one write, one per label set.
+type rowSet struct {
+	rows   []row
+	byHash map[uint64][]int
+}
+
+func newRowSet(n int) *rowSet {
+	return &rowSet{rows: make([]row, 0, n), byHash: make(map[uint64][]int, n)}
+}
+
+// add adds r, merging it into the row of the same labels if there is one
+// (a series sent twice in one write), and returns the conflicts of the
+// merge. It sets r's hash and job.
+func (rs *rowSet) add(r row) (conflicts int) {
+	if len(r.ts) == 0 && len(r.hs) == 0 {
+		return 0
+	}
+	r.hash, r.job = r.ls.Hash(), r.ls.Get(LabelJob)
+	for _, k := range rs.byHash[r.hash] {
+		if labels.Equal(rs.rows[k].ls, r.ls) {
+			return mergeRow(&rs.rows[k], &r)
+		}
+	}
+	rs.byHash[r.hash] = append(rs.byHash[r.hash], len(rs.rows))
+	rs.rows = append(rs.rows, r)
+	return 0
+}
+
+// mergeRow adds the samples of src to dst, both sorted by time; at a
+// time both hold, dst's sample is kept. It returns how many of src's
+// samples had another value than dst's at the same time.
+func mergeRow(dst, src *row) (conflicts int) {
+	ts := make([]int64, 0, len(dst.ts)+len(src.ts))
+	vs := make([]float64, 0, len(dst.ts)+len(src.ts))
+	i, j := 0, 0
+	for i < len(dst.ts) || j < len(src.ts) {
+		switch {
+		case j == len(src.ts) || (i < len(dst.ts) && dst.ts[i] < src.ts[j]):
+			ts, vs = append(ts, dst.ts[i]), append(vs, dst.vs[i])
+			i++
+		case i == len(dst.ts) || src.ts[j] < dst.ts[i]:
+			ts, vs = append(ts, src.ts[j]), append(vs, src.vs[j])
+			j++
+		default:
+			if math.Float64bits(dst.vs[i]) != math.Float64bits(src.vs[j]) {
+				conflicts++
+			}
+			ts, vs = append(ts, dst.ts[i]), append(vs, dst.vs[i])
+			i++
+			j++
+		}
+	}
+	dst.ts, dst.vs = ts, vs
+	dst.hs = append(dst.hs, src.hs...)
+	return conflicts
+}
+
+// writeRows appends rows in one transaction under the locks of their
+// jobs, taken in a fixed order, skipping samples already stored, and
+// drops the cache of every job the rows belong to. A refusal of the head
+// rolls the whole transaction back and is returned as a *Refusal.
+func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) {
+	var jobs []string
+	seen := map[string]struct{}{}
 	for _, r := range rows {
-		have := existing[r.ls.String()]
+		if _, ok := seen[r.job]; !ok {
+			seen[r.job] = struct{}{}
+			jobs = append(jobs, r.job)
+		}
+	}
+	unlock := s.lockJobs(jobs)
+	defer unlock()
+	defer func() {
+		for _, j := range jobs {
+			if j != "" {
+				s.cache.drop(j)
+			}
+		}
+	}()
+
+	existing, err := s.existingSamples(ctx, rows)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	var res WriteResult
+	app := s.db.Appender(ctx)
+	fail := func(err error) (WriteResult, error) {
+		_ = app.Rollback()
+		return WriteResult{}, err
+	}
+	for ri, r := range rows {
+		if ri > 0 && ri%commitSeries == 0 {
+			if err := app.Commit(); err != nil {
+				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
+			}
+			app = s.db.Appender(ctx)
+		}
+		have := existing[ri]
 		var ref storage.SeriesRef
 		k := 0
 		for i, t := range r.ts {
@@ -188,57 +401,81 @@ func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 			}
 			ref, err = app.Append(ref, r.ls, t, r.vs[i])
 			if err != nil {
-				_ = app.Rollback()
-				return AppendResult{}, fmt.Errorf("append sample of %s at %d: %w", r.ls, t, err)
+				return fail(storageRefusal(fmt.Sprintf("%s.t[%d]", r.field(), i), fmt.Errorf("append sample of %s at %d: %w", r.ls, t, err)))
 			}
 			if r.isTask {
-				res.Tasks++
+				res.Records++
 			} else {
 				res.Samples++
 			}
 		}
+		for i, h := range r.hs {
+			ref, err = app.AppendHistogram(ref, r.ls, h.T, h.H, h.FH)
+			if err != nil {
+				return fail(storageRefusal(fmt.Sprintf("%s.histograms[%d]", r.field(), i), fmt.Errorf("append histogram of %s at %d: %w", r.ls, h.T, err)))
+			}
+			res.Histograms++
+		}
 	}
 	if err := app.Commit(); err != nil {
-		return AppendResult{}, fmt.Errorf("commit batch of job %q: %w", b.JobID, err)
+		return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit batch of %d series: %w", len(rows), err))
 	}
 	return res, nil
 }
 
-// batchRows turns a batch into label sets and sample runs.
-func batchRows(b *Batch) []row {
-	sb := labels.NewScratchBuilder(5)
-	rows := make([]row, 0, len(b.Series)+len(b.Tasks)+1)
-	for _, sd := range b.Series {
-		if len(sd.Ts) == 0 {
-			continue
-		}
-		r := Resources[resourceIndex(sd.Resource)]
-		rows = append(rows, row{ls: taskLabels(&sb, r.Metric, b.JobID, sd.Counter, sd.UUID, sd.Task), ts: sd.Ts, vs: sd.Vs})
+// commitSeries is how many series one commit of the head holds. A write
+// of more is committed in parts: the Prometheus head's commit costs
+// O(n^2) in the out-of-order series it creates (for each one it
+// allocates room for the m-map markers of all before it), so one
+// transaction of 200k series of an old job took minutes and gigabytes;
+// in parts of commitSeries the cost is linear. Everything that refuses a
+// write (admission, labels, values) is decided before the first part;
+// what is left, a refusal of the head that admission rules out or an
+// I/O error, can leave earlier parts stored, and sending the write again
+// is harmless: their samples count as duplicates.
+const commitSeries = 256
+
+// lockJobs locks the append locks of jobs in index order, so that two
+// writes touching the same jobs cannot deadlock, and returns the unlock.
+func (s *Store) lockJobs(jobs []string) func() {
+	var idx []int
+	for _, j := range jobs {
+		idx = append(idx, jobLockIndex(j))
 	}
-	// Tasks sharing a series (a start sent twice) are appended in time order.
-	tasks := slices.Clone(b.Tasks)
-	slices.SortStableFunc(tasks, func(x, y Task) int {
-		if x.StartMs != y.StartMs {
-			return cmpInt64(x.StartMs, y.StartMs)
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.appendMu[i].Lock()
+	}
+	return func() {
+		for _, i := range slices.Backward(idx) {
+			s.appendMu[i].Unlock()
 		}
-		return cmpInt64(x.Counter, y.Counter)
-	})
+	}
+}
+
+// batchRows turns a batch into label sets and sample runs. Series and
+// task records sharing a label set are merged, the first value kept at a
+// time both hold; conflicts counts the other values.
+func batchRows(b *Batch) (rows []row, conflicts int) {
+	sb := labels.NewScratchBuilder(5)
+	rs := newRowSet(len(b.Series) + len(b.Tasks) + 1)
+	for i, sd := range b.Series {
+		r := Resources[resourceIndex(sd.Resource)]
+		conflicts += rs.add(row{ls: taskLabels(&sb, r.Metric, b.JobID, sd.Counter, sd.UUID, sd.Task), ts: sd.Ts, vs: sd.Vs, kind: "series", idx: i})
+	}
+	// A task's start sent twice (other times) is one series of two samples.
+	tasks := slices.Clone(b.Tasks)
+	slices.SortStableFunc(tasks, func(x, y Task) int { return cmpInt64(x.StartMs, y.StartMs) })
 	for _, t := range tasks {
 		ls := taskLabels(&sb, MetricTaskStart, b.JobID, t.Counter, t.UUID, t.Name)
-		if n := len(rows); n > 0 && rows[n-1].isTask && labels.Equal(rows[n-1].ls, ls) {
-			if rows[n-1].ts[len(rows[n-1].ts)-1] < t.StartMs {
-				rows[n-1].ts = append(rows[n-1].ts, t.StartMs)
-				rows[n-1].vs = append(rows[n-1].vs, float64(t.Counter))
-			}
-			continue
-		}
-		rows = append(rows, row{ls: ls, ts: []int64{t.StartMs}, vs: []float64{float64(t.Counter)}, isTask: true})
+		rs.add(row{ls: ls, ts: []int64{t.StartMs}, vs: []float64{float64(t.Counter)}, isTask: true, kind: "tasks", idx: -1})
 	}
 	if e := b.LastEvent; e != nil {
 		ls := labels.FromStrings(labels.MetricName, MetricLastEvent, LabelJob, b.JobID)
-		rows = append(rows, row{ls: ls, ts: []int64{e.TimeMs}, vs: []float64{float64(e.Counter)}, isTask: true})
+		rs.add(row{ls: ls, ts: []int64{e.TimeMs}, vs: []float64{float64(e.Counter)}, isTask: true, kind: "last_event", idx: -1})
 	}
-	return rows
+	return rs.rows, conflicts
 }
 
 type stored struct {
@@ -246,49 +483,85 @@ type stored struct {
 	vs []float64
 }
 
-// existingSamples reads the samples already stored for the series of rows
-// within the time span of rows, keyed by the series' label string.
-func (s *Store) existingSamples(ctx context.Context, jobID string, rows []row) (map[string]stored, error) {
+// existingSamples reads the samples already stored for the series of
+// rows within the time span of each, in rows order. It selects once per
+// job (the job_id label), or per metric name for series without a job,
+// and matches series by label hash, so its cost is linear in the series
+// selected and the samples of the rows' own series.
+func (s *Store) existingSamples(ctx context.Context, rows []row) ([]stored, error) {
+	out := make([]stored, len(rows))
+	type group struct {
+		matcher *labels.Matcher
+		rows    map[uint64][]int
+	}
+	groups := map[[2]string]*group{}
+	var order [][2]string
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
-	want := make(map[string]struct{}, len(rows))
-	for _, r := range rows {
+	for i, r := range rows {
+		if len(r.ts) == 0 {
+			continue
+		}
 		mint = min(mint, r.ts[0])
 		maxt = max(maxt, r.ts[len(r.ts)-1])
-		want[r.ls.String()] = struct{}{}
+		key := [2]string{LabelJob, r.job}
+		if r.job == "" {
+			key = [2]string{labels.MetricName, r.ls.Get(labels.MetricName)}
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{matcher: labels.MustNewMatcher(labels.MatchEqual, key[0], key[1]), rows: map[uint64][]int{}}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.rows[r.hash] = append(g.rows[r.hash], i)
+	}
+	if len(order) == 0 {
+		return out, nil
 	}
 	q, err := s.db.Querier(mint, maxt)
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}
 	defer q.Close()
-	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID))
-	out := make(map[string]stored)
-	for set.Next() {
-		series := set.At()
-		key := series.Labels().String()
-		if _, ok := want[key]; !ok {
-			continue
-		}
-		var st stored
-		it := series.Iterator(nil)
-		for vt := it.Seek(mint); vt != chunkenc.ValNone; vt = it.Next() {
-			if vt != chunkenc.ValFloat {
+	var it chunkenc.Iterator
+	for _, key := range order {
+		g := groups[key]
+		set := q.Select(ctx, false, nil, g.matcher)
+		for set.Next() {
+			series := set.At()
+			ls := series.Labels()
+			ri := -1
+			for _, i := range g.rows[ls.Hash()] {
+				if labels.Equal(rows[i].ls, ls) {
+					ri = i
+				}
+			}
+			if ri < 0 {
 				continue
 			}
-			t, v := it.At()
-			if t > maxt {
-				break
+			r := rows[ri]
+			lo, hi := r.ts[0], r.ts[len(r.ts)-1]
+			var st stored
+			it = series.Iterator(it)
+			for vt := it.Seek(lo); vt != chunkenc.ValNone; vt = it.Next() {
+				if vt != chunkenc.ValFloat {
+					continue
+				}
+				t, v := it.At()
+				if t > hi {
+					break
+				}
+				st.ts = append(st.ts, t)
+				st.vs = append(st.vs, v)
 			}
-			st.ts = append(st.ts, t)
-			st.vs = append(st.vs, v)
+			if err := it.Err(); err != nil {
+				return nil, fmt.Errorf("read stored samples of %s: %w", ls, err)
+			}
+			out[ri] = st
 		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read stored samples of %s: %w", key, err)
+		if err := set.Err(); err != nil {
+			return nil, fmt.Errorf("read stored series of %s=%q: %w", key[0], key[1], err)
 		}
-		out[key] = st
-	}
-	if err := set.Err(); err != nil {
-		return nil, fmt.Errorf("read stored series of job %q: %w", jobID, err)
 	}
 	return out, nil
 }

@@ -3,7 +3,9 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // BenchmarkAppend measures storing a whole job in one batch into a fresh
@@ -69,5 +71,89 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			b.ReportMetric(float64(samples)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 		})
+	}
+}
+
+// manySeriesBatch is one job whose batch holds n series of one sample
+// each: n tasks with one cpu sample apiece.
+func manySeriesBatch(jobID string, startMs int64, n int) *Batch {
+	b := &Batch{JobID: jobID}
+	for i := range n {
+		b.Series = append(b.Series, SeriesData{Resource: "cpu", Counter: int64(i + 1), UUID: fmt.Sprintf("uuid-%d", i), Task: "task",
+			Ts: []int64{startMs + int64(i)}, Vs: []float64{float64(i % 100)}})
+	}
+	return b
+}
+
+// cpuTime is the CPU time the process has used: on a shared machine it
+// shows the cost of the work where wall time shows the neighbours.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAppendSeriesCount measures the cost per series of a write of
+// many one-sample series, by JSON batch (Append) and by labeled series
+// (AppendSeries, remote write), into a fresh store, into a store holding
+// a sample 5 hours newer (the head's out-of-order path, which was
+// quadratic in one transaction), and again (every sample a duplicate).
+// The cost per series must stay flat as the write grows:
+//
+//	go test -run '^$' -bench BenchmarkAppendSeriesCount -benchtime 3x ./tsdb/
+func BenchmarkAppendSeriesCount(b *testing.B) {
+	start := time.Now().Add(-5 * time.Hour).UnixMilli()
+	for _, path := range []string{"batch", "series"} {
+		for _, n := range []int{5_000, 20_000, 80_000} {
+			batch := manySeriesBatch("many", start, n)
+			series := batchSeries(batch)
+			write := func(s *Store) (int, int, error) {
+				if path == "batch" {
+					res, err := s.Append(context.Background(), batch)
+					return res.Samples, res.Duplicates, err
+				}
+				res, err := s.AppendSeries(context.Background(), series)
+				return res.Samples, res.Duplicates, err
+			}
+			for _, phase := range []string{"fresh", "old", "again"} {
+				b.Run(fmt.Sprintf("path=%s/series=%d/%s", path, n, phase), func(b *testing.B) {
+					b.ReportAllocs()
+					var cpu time.Duration
+					for b.Loop() {
+						b.StopTimer()
+						s, err := Open(b.TempDir(), Options{}, nil, nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						switch phase {
+						case "again":
+							if _, _, err := write(s); err != nil {
+								b.Fatal(err)
+							}
+						case "old":
+							// A newer sample puts the write on the head's
+							// out-of-order path.
+							if _, err := s.Append(context.Background(), manySeriesBatch("recent", start+5*3600_000, 1)); err != nil {
+								b.Fatal(err)
+							}
+						}
+						c0 := cpuTime()
+						b.StartTimer()
+						stored, dups, err := write(s)
+						b.StopTimer()
+						cpu += cpuTime() - c0
+						if err != nil || (phase != "again" && stored != n) || (phase == "again" && dups != n) {
+							b.Fatalf("write: %d stored, %d duplicates, %v", stored, dups, err)
+						}
+						s.Close()
+						b.StartTimer()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/series")
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/series")
+				})
+			}
+		}
 	}
 }

@@ -3,21 +3,41 @@ package tsdb
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 )
 
 // cache keeps job summaries and whole decoded jobs until the job is
 // written or deleted. Jobs are evicted least recently used first once
-// their samples pass the budget. A generation counter, bumped by every
-// drop, stops an entry computed before a write from being cached after it.
+// their samples pass the budget.
+//
+// Generations are per job, so that a write to one job never keeps
+// another from being cached (under live ingest, a global generation let
+// no cold job list finish filling). A lookup hands out the current epoch
+// as its token; a drop stamps the job with a new epoch; an entry is kept
+// only if its job was not stamped after its token, so an entry computed
+// before a write of that job is never cached after it.
 type cache struct {
 	mu        sync.Mutex
-	gen       uint64
+	epoch     uint64            // bumped by every drop
+	dropped   map[string]uint64 // job -> epoch of its last drop
+	floor     uint64            // tokens below it are refused (dropped was forgotten)
 	summaries map[string]Summary
 	jobs      map[string]*list.Element // of *cachedJob
 	lru       list.List                // front: most recently used
 	budget    int                      // samples; < 0: no job cache
 	held      int
+
+	// decoded counts the jobs read from the TSDB on a miss.
+	decoded atomic.Uint64
+
+	// afterMiss, when set (by tests), runs after a lookup missed, before
+	// the caller computes the entry.
+	afterMiss func(id string)
 }
+
+// maxDropped bounds the per-job drop stamps kept. Past it they are
+// forgotten at once, and fills started before that are not cached.
+const maxDropped = 4096
 
 type cachedJob struct {
 	id      string
@@ -29,42 +49,60 @@ func newCache(budget int) *cache {
 	if budget == 0 {
 		budget = DefaultCacheSamples
 	}
-	return &cache{summaries: map[string]Summary{}, jobs: map[string]*list.Element{}, budget: budget}
+	return &cache{summaries: map[string]Summary{}, jobs: map[string]*list.Element{}, dropped: map[string]uint64{}, budget: budget}
 }
 
+// summary returns the cached summary of a job, or on a miss the token to
+// pass to putSummary.
 func (c *cache) summary(id string) (Summary, uint64, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	s, ok := c.summaries[id]
-	return s, c.gen, ok
+	tok := c.epoch
+	c.mu.Unlock()
+	if !ok && c.afterMiss != nil {
+		c.afterMiss(id)
+	}
+	return s, tok, ok
 }
 
-func (c *cache) putSummary(id string, s Summary, gen uint64) {
+// fresh reports whether an entry of job id computed from a lookup that
+// returned tok may be cached. c.mu is held.
+func (c *cache) fresh(id string, tok uint64) bool {
+	return tok >= c.floor && c.dropped[id] <= tok
+}
+
+func (c *cache) putSummary(id string, s Summary, tok uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen == c.gen {
+	if c.fresh(id, tok) {
 		c.summaries[id] = s
 	}
 }
 
+// job returns the cached job, or on a miss the token to pass to putJob.
 func (c *cache) job(id string) (*Job, uint64, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	tok := c.epoch
 	if e, ok := c.jobs[id]; ok {
 		c.lru.MoveToFront(e)
-		return e.Value.(*cachedJob).job, c.gen, true
+		c.mu.Unlock()
+		return e.Value.(*cachedJob).job, tok, true
 	}
-	return nil, c.gen, false
+	c.mu.Unlock()
+	if c.afterMiss != nil {
+		c.afterMiss(id)
+	}
+	return nil, tok, false
 }
 
-func (c *cache) putJob(id string, job *Job, gen uint64) {
+func (c *cache) putJob(id string, job *Job, tok uint64) {
 	n := 0
 	for _, col := range job.Columns {
 		n += len(col.Ts)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen || n > c.budget {
+	if !c.fresh(id, tok) || n > c.budget {
 		return
 	}
 	if e, ok := c.jobs[id]; ok {
@@ -83,10 +121,17 @@ func (c *cache) remove(e *list.Element) {
 	c.held -= cj.samples
 }
 
+// drop forgets a job and keeps fills of it that are in flight from
+// being cached.
 func (c *cache) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
+	c.epoch++
+	if len(c.dropped) >= maxDropped {
+		clear(c.dropped)
+		c.floor = c.epoch
+	}
+	c.dropped[id] = c.epoch
 	delete(c.summaries, id)
 	if e, ok := c.jobs[id]; ok {
 		c.remove(e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -37,7 +38,13 @@ func (s *Store) JobIDs(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list job ids: %w", err)
 	}
-	return ids, nil
+	// The values point into block memory that compaction unmaps once the
+	// querier is closed: copy them.
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.Clone(id)
+	}
+	return out, nil
 }
 
 // Summaries returns a summary of every job. Summaries are cached per job

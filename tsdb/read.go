@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -40,6 +42,7 @@ func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (
 	job, gen, ok := s.cache.job(jobID)
 	if !ok {
 		var err error
+		s.cache.decoded.Add(1)
 		if job, err = s.readJob(ctx, jobID); err != nil {
 			return nil, err
 		}
@@ -80,9 +83,12 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 
 	job := &Job{ID: jobID}
 	tasks := map[taskKey]*taskAcc{}
+	// Label values point into block memory that compaction unmaps once
+	// the querier is closed; what the job keeps is copied.
 	getTask := func(k taskKey, name string) *taskAcc {
 		t := tasks[k]
 		if t == nil {
+			k.uuid, name = strings.Clone(k.uuid), strings.Clone(name)
 			t = &taskAcc{Task: Task{Counter: k.counter, UUID: k.uuid, Name: name, StartMs: maxTime, EndMs: minTime}, firstSample: maxTime}
 			tasks[k] = t
 		}
@@ -109,6 +115,9 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 					continue
 				}
 				t, v := it.At()
+				if !finite(v) {
+					continue
+				}
 				if job.LastEvent == nil || t >= job.LastEvent.TimeMs {
 					job.LastEvent = &Event{Counter: int64(v), TimeMs: t}
 				}
@@ -118,11 +127,18 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 			if err != nil {
 				return nil, err
 			}
-			task := getTask(k, ls.Get(LabelTask))
-			if it.Next() == chunkenc.ValFloat {
-				t, _ := it.At()
-				task.StartMs = min(task.StartMs, t)
-				task.recorded = true
+			// The first finite sample is the start; a record with none
+			// makes no task.
+			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+				if vt != chunkenc.ValFloat {
+					continue
+				}
+				if t, v := it.At(); finite(v) {
+					task := getTask(k, ls.Get(LabelTask))
+					task.StartMs = min(task.StartMs, t)
+					task.recorded = true
+					break
+				}
 			}
 		case ri >= 0:
 			k, err := keyOf(ls)
@@ -141,6 +157,9 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 					continue
 				}
 				t, v := it.At()
+				if !finite(v) {
+					continue // written before remote write refused them
+				}
 				first = min(first, t)
 				last = t
 				if t >= fromMs && t <= toMs {
@@ -196,6 +215,11 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 	}
 	return job, nil
 }
+
+// finite reports whether v is neither NaN nor infinite: the only values
+// a Peakline series may hold. Others (stored before writes refused them)
+// are skipped on read, so that summaries and peaks stay finite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // taskAcc gathers a task while its series are read.
 type taskAcc struct {

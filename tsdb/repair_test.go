@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -433,5 +432,3 @@ func TestQuarantineDamagedBlock(t *testing.T) {
 		}
 	})
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -37,6 +37,12 @@ type Options struct {
 	// for repeated graph requests (about 20 bytes each). Zero means
 	// DefaultCacheSamples; negative disables the cache.
 	CacheSamples int
+	// Now is the clock of the admission window (see admit.go); nil
+	// means time.Now.
+	Now func() time.Time
+	// MaxFutureSkew is how far ahead of Now a sample may be. Zero means
+	// DefaultMaxFutureSkew.
+	MaxFutureSkew time.Duration
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -59,6 +65,10 @@ type Store struct {
 	cache *cache
 
 	damage Damage // found by checkDisk at Open (repair.go)
+
+	now           func() time.Time
+	maxFutureSkew time.Duration
+	retention     time.Duration
 }
 
 // Open opens (creating if needed) the store in dir. reg may be nil.
@@ -78,7 +88,14 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples), damage: damage}
+	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples), damage: damage,
+		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.maxFutureSkew <= 0 {
+		s.maxFutureSkew = DefaultMaxFutureSkew
+	}
 	return s, nil
 }
 
@@ -94,8 +111,10 @@ func (s *Store) Close() error {
 // Queryable exposes the raw series for query engines (PromQL).
 func (s *Store) Queryable() storage.Queryable { return s.db }
 
-// Appendable exposes the raw appender for protocols that carry their own
-// labels (Prometheus remote write).
+// Appendable exposes the raw appender of the TSDB. It skips admission,
+// the duplicate rule and the job cache: only for tests that build a store
+// of arbitrary series. Every write of a server goes through Append or
+// AppendSeries.
 func (s *Store) Appendable() storage.Appendable { return s.db }
 
 // Compact compacts the head and out-of-order head into blocks. Used by
@@ -114,18 +133,19 @@ func (s *Store) Compact(ctx context.Context) error {
 	return nil
 }
 
-// Invalidate forgets what is cached of a job whose series were written by
-// another path (remote write).
-func (s *Store) Invalidate(jobID string) { s.cache.drop(jobID) }
-
 func (s *Store) lockJob(jobID string) func() {
+	m := &s.appendMu[jobLockIndex(jobID)]
+	m.Lock()
+	return m.Unlock
+}
+
+// jobLockIndex is the position in Store.appendMu of a job's lock.
+func jobLockIndex(jobID string) int {
 	var h uint32 = 2166136261
 	for i := 0; i < len(jobID); i++ {
 		h = (h ^ uint32(jobID[i])) * 16777619
 	}
-	m := &s.appendMu[h%uint32(len(s.appendMu))]
-	m.Lock()
-	return m.Unlock
+	return int(h % 64)
 }
 
 // allTime is the widest query range.
