@@ -60,6 +60,9 @@ func TestMixedLoad(t *testing.T) {
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
+		if method == http.MethodDelete {
+			req.Header.Set("X-Peakline-CSRF", "1")
+		}
 		if ctype == "application/x-protobuf" {
 			req.Header.Set("Content-Encoding", "snappy")
 			req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
