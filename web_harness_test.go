@@ -91,13 +91,26 @@ func webLiveJob(nowMs int64) *collector.Batch {
 	return b
 }
 
-// webIngest posts one batch to the server's JSON ingest with the
-// collector's client.
+// webBatchSeries keeps each posted batch under the server's default
+// --max-batch-series (10,000).
+const webBatchSeries = 5000
+
+// webIngest posts a job to the server's JSON ingest with the collector's
+// client, in batches of at most webBatchSeries series; the first carries
+// the tasks and the last event.
 func webIngest(t *testing.T, base string, b *collector.Batch) {
 	t.Helper()
 	c := collector.Client{BaseURL: base}
-	if err := c.Send(context.Background(), b); err != nil {
-		t.Fatalf("ingest %s: %v", b.JobID, err)
+	part := collector.Batch{JobID: b.JobID, Tasks: b.Tasks, LastEvent: b.LastEvent}
+	for from := 0; ; from += webBatchSeries {
+		part.Series = b.Series[from:min(len(b.Series), from+webBatchSeries)]
+		if err := c.Send(context.Background(), &part); err != nil {
+			t.Fatalf("ingest %s: %v", b.JobID, err)
+		}
+		if from+webBatchSeries >= len(b.Series) {
+			return
+		}
+		part = collector.Batch{JobID: b.JobID}
 	}
 }
 

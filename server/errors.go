@@ -44,6 +44,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errBusy):
+		return http.StatusTooManyRequests
 	case errors.Is(err, errUnsupportedMedia):
 		return http.StatusUnsupportedMediaType
 	case errors.Is(err, tsdb.ErrJobNotFound):
