@@ -17,6 +17,8 @@ type cache struct {
 	lru       list.List                // front: most recently used
 	budget    int                      // samples; < 0: no job cache
 	held      int
+
+	spans map[string]Span // of every job listed since it was written (span.go)
 }
 
 type cachedJob struct {
@@ -88,6 +90,7 @@ func (c *cache) drop(id string) {
 	defer c.mu.Unlock()
 	c.gen++
 	delete(c.summaries, id)
+	delete(c.spans, id)
 	if e, ok := c.jobs[id]; ok {
 		c.remove(e)
 	}
