@@ -114,7 +114,11 @@ func checkRemoteWriteHeaders(h http.Header) error {
 }
 
 // decodeWriteRequest decompresses and decodes a remote-write body,
-// checking the decoded length against maxDecoded before allocating.
+// checking the decoded length against maxDecoded before allocating, and
+// the memory the decoded request will hold (writeRequestMemory) against
+// maxDecoded before unmarshalling it: a protobuf element of a few bytes
+// becomes a struct of tens, so a body within the size limit could
+// otherwise hold many times it.
 func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, error) {
 	n, err := snappy.DecodedLen(body)
 	if err != nil {
@@ -129,6 +133,13 @@ func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, er
 	buf, err := snappy.Decode(make([]byte, n), body)
 	if err != nil {
 		return nil, badRequest("body: is not snappy-compressed (block format): %v", err)
+	}
+	held, err := writeRequestMemory(buf)
+	if err != nil {
+		return nil, badRequest("body: is not a Prometheus remote write request (prompb.WriteRequest): %v", err)
+	}
+	if held > maxDecoded {
+		return nil, fmt.Errorf("%w: body: decodes to %d bytes that would hold about %d bytes in memory, more than the %d allowed (serve --max-decoded-bytes); send smaller batches", errTooLarge, n, held, maxDecoded)
 	}
 	var req prompb.WriteRequest
 	if err := req.Unmarshal(buf); err != nil {
