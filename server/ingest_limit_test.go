@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/prompb"
+
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -246,5 +249,60 @@ func TestCheckBatchSizeCountsLongerColumn(t *testing.T) {
 	err := checkBatchSize(&in, cfg)
 	if !errors.Is(err, errTooLarge) || !strings.Contains(err.Error(), "3 samples in one batch, at most 2") {
 		t.Fatalf("checkBatchSize: %v", err)
+	}
+}
+
+// writeRequestMemory bounds what unmarshalling allocates, for requests
+// heavy in samples, in labels, in empty series and in histogram buckets.
+func TestWriteRequestMemoryBoundsUnmarshal(t *testing.T) {
+	f := func(name string, req *prompb.WriteRequest) {
+		t.Helper()
+		raw, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		est, err := writeRequestMemory(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		var got prompb.WriteRequest
+		if err := got.Unmarshal(raw); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		if alloc := int64(ms.TotalAlloc - before); alloc > est || est > 8*alloc {
+			t.Errorf("%s: unmarshalling %d bytes allocated %d, estimate %d: want alloc <= estimate <= 8 × alloc", name, len(raw), alloc, est)
+		}
+	}
+	samples := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "m"}}}
+	for i := range 20000 {
+		samples.Samples = append(samples.Samples, prompb.Sample{Value: float64(i), Timestamp: int64(i)})
+	}
+	f("samples", &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{samples}})
+	var manyLabels prompb.TimeSeries
+	for i := range 5000 {
+		manyLabels.Labels = append(manyLabels.Labels, prompb.Label{Name: fmt.Sprint("l", i), Value: "v"})
+	}
+	f("labels", &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{manyLabels}})
+	f("empty series", &prompb.WriteRequest{Timeseries: make([]prompb.TimeSeries, 20000)})
+	h := prompb.Histogram{Count: &prompb.Histogram_CountInt{CountInt: 1}, PositiveSpans: []prompb.BucketSpan{{Offset: 0, Length: 5000}}}
+	for range 5000 {
+		h.PositiveDeltas = append(h.PositiveDeltas, 1)
+	}
+	f("histogram", &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Histograms: []prompb.Histogram{h, h, h}}}})
+}
+
+// A remote-write body within the decoded size whose request would hold
+// more than the limit in memory is refused with 413 before unmarshalling.
+func TestRemoteWriteRefusesAmplifiedBody(t *testing.T) {
+	_, hs, _ := newLimitServer(t, Config{MaxDecodedBytes: 1 << 20})
+	raw := bytes.Repeat([]byte{0x0a, 0x00}, 200_000) // 200,000 empty series in 400 kB
+	code, got, _ := doPost(t, hs.URL+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)), nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(got, "decodes to 400000 bytes that would hold about") || !strings.Contains(got, "serve --max-decoded-bytes") {
+		t.Fatalf("amplified remote write: %d %s, want 413 naming the memory and --max-decoded-bytes", code, got)
 	}
 }

@@ -29,10 +29,10 @@ import (
 // maxAhead is how far in the future a sample may be, as in Prometheus.
 const maxAhead = 10 * time.Minute
 
-// maxSnappyRatio bounds how much a snappy block can expand: its densest
-// element, a 3-byte copy, writes 64 bytes. A body whose header claims
-// more is corrupt, and is refused before anything is allocated.
-const maxSnappyRatio = 64 / 3
+// A snappy block expands at most 64 bytes per 3: its densest element, a
+// 3-byte copy, writes 64 bytes. A body whose header claims more is
+// corrupt, and is refused before anything is allocated.
+const snappyCopyIn, snappyCopyOut = 3, 64
 
 // Reasons a remote-written sample is refused (the reason label of
 // peakline_remote_write_rejected_samples_total).
@@ -127,7 +127,7 @@ func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, er
 	switch {
 	case int64(n) > maxDecoded:
 		return nil, fmt.Errorf("%w: body: decodes to %d bytes, more than the %d allowed; send smaller batches", errTooLarge, n, maxDecoded)
-	case n > len(body)*maxSnappyRatio+64:
+	case int64(n)*snappyCopyIn > int64(len(body))*snappyCopyOut+snappyCopyIn*64:
 		return nil, badRequest("body: is corrupt snappy: its header claims %d bytes, more than %d compressed bytes can hold", n, len(body))
 	}
 	buf, err := snappy.Decode(make([]byte, n), body)

@@ -11,8 +11,9 @@ import (
 
 // Sizes of the structs prompb.WriteRequest.Unmarshal makes per element.
 // Repeated fields grow by append, which allocates the slots several
-// times over on the way (up to 1/(1-1/1.25) = 5 times for long slices,
-// 2 for short ones): slotGrowth is the factor counted.
+// times over on the way (about 1/(1-1/1.25) = 5 times for long slices,
+// 2 for short ones, plus the spare capacity of the last): slotGrowth is
+// the factor counted.
 const (
 	sizeTimeSeries = int64(unsafe.Sizeof(prompb.TimeSeries{}))
 	sizeMetadata   = int64(unsafe.Sizeof(prompb.MetricMetadata{}))
@@ -21,7 +22,7 @@ const (
 	sizeExemplar   = int64(unsafe.Sizeof(prompb.Exemplar{}))
 	sizeHistogram  = int64(unsafe.Sizeof(prompb.Histogram{}))
 	sizeBucketSpan = int64(unsafe.Sizeof(prompb.BucketSpan{}))
-	slotGrowth     = 4
+	slotGrowth     = 6
 )
 
 // writeRequestMemory estimates, from the wire format alone, the bytes
