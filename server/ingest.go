@@ -71,7 +71,12 @@ func (s *Server) ingest(c echo.Context) error {
 	if err := dec.Decode(&in); err != nil {
 		return jsonError(err, s.cfg.MaxDecodedBytes)
 	}
-	if dec.More() {
+	// Only white space may follow the batch. (dec.More is false before a
+	// stray '}' or ']', so it cannot tell.)
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.Is(err, errDecodedTooLarge) {
+			return jsonError(err, s.cfg.MaxDecodedBytes)
+		}
 		return badRequest("body: must hold one JSON object, found more after it")
 	}
 	if err := checkBatchSize(&in, s.cfg); err != nil {
