@@ -188,6 +188,8 @@ type seriesDoc struct {
 	RawSamples int      `json:"raw_samples"`
 	T          []int64  `json:"t"`
 	Peak       *peakDoc `json:"peak"`
+
+	V []float64 `json:"v"`
 }
 
 // graphTaskDoc is one task of graphDoc.

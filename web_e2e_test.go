@@ -8,7 +8,9 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +73,7 @@ func TestWebPage(t *testing.T) {
 	t.Run("live job", func(t *testing.T) { testWebLiveJob(t, browser, srv.URL) })
 	t.Run("jobs list", func(t *testing.T) { testWebJobsList(t, browser, srv.URL) })
 	t.Run("no events template", func(t *testing.T) { testWebNoTemplate(t, browser, bin) })
+	t.Run("jobs list pages", func(t *testing.T) { testWebJobsPages(t, browser, bin) })
 	t.Logf("web end-to-end test took %s", time.Since(began).Round(time.Millisecond))
 }
 
@@ -261,6 +264,7 @@ func testWebJobsList(t *testing.T, browser context.Context, base string) {
 		}
 	}
 	tab.do(t, chromedp.SendKeys(chromedp.ID("filter"), "demo"))
+	tab.poll(t, `window.peakline.q === 'demo' && window.peakline.done`)
 	if got := webEval[[]string](t, tab, `[...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.job)`); len(got) != 1 || got[0] != "demo2" {
 		t.Errorf("filter \"demo\" shows %q, want only demo2", got)
 	}
@@ -274,6 +278,80 @@ func testWebJobsList(t *testing.T, browser context.Context, base string) {
 		t.Errorf("the job link led to %q, want /jobs/demo2", loc)
 	}
 	tab.checkProblems(t)
+}
+
+// testWebJobsPages serves 60 jobs and lists them 10 at a time: the page
+// loads more only as the end of the table scrolls into view, never asks
+// for every job at once, and filters on the server as one types.
+func testWebJobsPages(t *testing.T, browser context.Context, bin string) {
+	const jobs, perPage = 60, 10
+	srv := webServe(t, bin, t.TempDir())
+	now := time.Now().UnixMilli() - 3600_000
+	var want []string // newest first
+	for i := range jobs {
+		id := fmt.Sprintf("page-%02d", i)
+		want = append(want, id)
+		webIngest(t, srv.URL, webTinyJob(id, now-int64(i)*60_000))
+	}
+	tb := webOpenTab(t, browser)
+	shown := func() []string {
+		return webEval[[]string](t, tb, `[...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.job)`)
+	}
+	tb.navigate(t, fmt.Sprintf("%s/?limit=%d", srv.URL, perPage))
+	tb.poll(t, `window.peakline && window.peakline.ready`)
+	tb.settle()
+	first := shown()
+	if len(first) == 0 || len(first) >= jobs || len(first)%perPage != 0 || webEval[bool](t, tb, `window.peakline.done`) {
+		t.Fatalf("before scrolling the page shows %d rows, want whole pages of %d and fewer than all %d jobs", len(first), perPage, jobs)
+	}
+	// Scroll to the end until every page is in.
+	for i := 0; i < jobs/perPage+1 && !webEval[bool](t, tb, `window.peakline.done`); i++ {
+		n := len(shown())
+		tb.do(t, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, document.body.scrollHeight)`))
+		tb.poll(t, fmt.Sprintf(`document.querySelectorAll('#jobs-body tr').length > %d || window.peakline.done`, n))
+	}
+	if got := shown(); !slices.Equal(got, want) {
+		t.Fatalf("after scrolling the page lists %q, want %q", got, want)
+	}
+	if got := webEval[string](t, tb, `document.getElementById('jobs-note').textContent`); got != "60 of 60 jobs" {
+		t.Errorf("jobs note = %q, want %q", got, "60 of 60 jobs")
+	}
+	var lists []string
+	for _, u := range tb.apiRequests() {
+		if strings.Contains(u, "/api/v1/jobs?") {
+			lists = append(lists, u)
+			if q := webQuery(t, u); q.Get("limit") != strconv.Itoa(perPage) {
+				t.Errorf("jobs request %s, want limit=%d", u, perPage)
+			}
+		}
+	}
+	if len(lists) != jobs/perPage+1 && len(lists) != jobs/perPage {
+		t.Errorf("the page made %d jobs requests for %d pages: %q", len(lists), jobs/perPage, lists)
+	}
+	for _, u := range lists[1:] {
+		if !webQuery(t, u).Has("cursor") {
+			t.Errorf("a later jobs request has no cursor: %s", u)
+		}
+	}
+
+	// Typing a filter asks the server once the typing pauses, for the
+	// whole text in any case, and shows just what it answers.
+	before := len(tb.apiRequests())
+	tb.do(t, chromedp.SendKeys(chromedp.ID("filter"), "PAGE-1"))
+	tb.poll(t, `window.peakline.q === 'PAGE-1' && window.peakline.done`)
+	if got, want := shown(), want[10:20]; !slices.Equal(got, want) {
+		t.Errorf("filter PAGE-1 shows %q, want %q", got, want)
+	}
+	var filtered []string
+	for _, u := range tb.apiRequests()[before:] {
+		if q := webQuery(t, u); q.Has("q") {
+			filtered = append(filtered, q.Get("q"))
+		}
+	}
+	if len(filtered) == 0 || len(filtered) >= len("PAGE-1") || filtered[len(filtered)-1] != "PAGE-1" {
+		t.Errorf("typing PAGE-1 made filtered requests for %q, want fewer than one per key, the last for PAGE-1", filtered)
+	}
+	tb.checkProblems(t)
 }
 
 // testWebEmptyJob: a job with tasks but no samples.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +77,15 @@ func webManyTasksJob(startMs int64) *collector.Batch {
 	return b
 }
 
+// webTinyJob has one task with one CPU sample, at startMs.
+func webTinyJob(id string, startMs int64) *collector.Batch {
+	return &collector.Batch{
+		JobID:  id,
+		Tasks:  []collector.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
+		Series: []collector.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}}},
+	}
+}
+
 // webLiveJob is running: its newest samples are from nowMs.
 func webLiveJob(nowMs int64) *collector.Batch {
 	start := nowMs - 20_000
@@ -91,13 +99,26 @@ func webLiveJob(nowMs int64) *collector.Batch {
 	return b
 }
 
-// webIngest posts one batch to the server's JSON ingest with the
-// collector's client.
+// webBatchSeries keeps each posted batch under the server's default
+// --max-batch-series (10,000).
+const webBatchSeries = 5000
+
+// webIngest posts a job to the server's JSON ingest with the collector's
+// client, in batches of at most webBatchSeries series; the first carries
+// the tasks and the last event.
 func webIngest(t *testing.T, base string, b *collector.Batch) {
 	t.Helper()
 	c := collector.Client{BaseURL: base}
-	if err := c.Send(context.Background(), b); err != nil {
-		t.Fatalf("ingest %s: %v", b.JobID, err)
+	part := collector.Batch{JobID: b.JobID, Tasks: b.Tasks, LastEvent: b.LastEvent}
+	for from := 0; ; from += webBatchSeries {
+		part.Series = b.Series[from:min(len(b.Series), from+webBatchSeries)]
+		if err := c.Send(context.Background(), &part); err != nil {
+			t.Fatalf("ingest %s: %v", b.JobID, err)
+		}
+		if from+webBatchSeries >= len(b.Series) {
+			return
+		}
+		part = collector.Batch{JobID: b.JobID}
 	}
 }
 
@@ -371,16 +392,66 @@ func (tab *webTab) center(t *testing.T, sel string) struct{ X, Y float64 } {
 	return struct{ X, Y float64 }{r.X + r.W/2, r.Y + r.H/2}
 }
 
-// checkDrawn compares each chart's point count with the payload's.
+// webDrawnCheck is what webDrawnJS finds on one chart's canvas.
+type webDrawnCheck struct {
+	Points int    `json:"points"` // vertices (or dots) the chart placed
+	Misses int    `json:"misses"` // payload points with no line pixel near
+	First  string `json:"first"`  // the first miss, described
+	Error  string `json:"error"`
+}
+
+// webDrawnJS checks a chart's canvas against payload points (ts, vs): it
+// places each point with the scale the chart drew with (canvas.drawn)
+// and looks for a pixel of the line's color within 2 device pixels. The
+// pixels come from the canvas itself, so a point the drawing dropped
+// (a spike, an end) is missed whatever the chart says it drew.
+const webDrawnJS = `((resource, ts, vs) => {
+	const chart = document.querySelector('.chart[data-resource="' + resource + '"]');
+	const canvas = chart && chart.querySelector('canvas');
+	const d = canvas && canvas.drawn;
+	if (!d) return {points: 0, misses: ts.length, first: '', error: 'no drawn chart for ' + resource};
+	const probe = document.createElement('canvas').getContext('2d', {willReadFrequently: true});
+	probe.fillStyle = d.color;
+	probe.fillRect(0, 0, 1, 1);
+	const [lr, lg, lb] = probe.getImageData(0, 0, 1, 1).data;
+	const img = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+	const near = (px, py) => {
+		for (let dy = -2; dy <= 2; dy++) for (let dx = -2; dx <= 2; dx++) {
+			const x = px + dx, y = py + dy;
+			if (x < 0 || y < 0 || x >= img.width || y >= img.height) continue;
+			const i = 4 * (y * img.width + x);
+			const dr = img.data[i] - lr, dg = img.data[i + 1] - lg, db = img.data[i + 2] - lb;
+			if (img.data[i + 3] >= 160 && dr * dr + dg * dg + db * db <= 110 * 110) return true;
+		}
+		return false;
+	};
+	let misses = 0, first = '';
+	for (let k = 0; k < ts.length; k++) {
+		const x = d.left + (ts[k] - d.from) / (d.to - d.from) * (d.right - d.left);
+		const y = d.bottom - vs[k] / d.yMax * (d.bottom - d.top);
+		if (!near(Math.floor(x * d.dpr), Math.floor(y * d.dpr))) {
+			if (misses++ === 0) first = 'point ' + k + ' (t ' + ts[k] + ', v ' + vs[k] + ') at ' + x.toFixed(1) + ',' + y.toFixed(1);
+		}
+	}
+	return {points: d.points, misses, first, error: ''};
+})`
+
+// checkDrawn checks that each chart drew every point of the payload's
+// series: as many vertices as points, and line pixels where each point
+// falls on the canvas.
 func (tab *webTab) checkDrawn(t *testing.T, g *graphDoc) {
 	t.Helper()
-	drawn := webEval[map[string]string](t, tab, `Object.fromEntries([...document.querySelectorAll('.chart')].map(c => [c.dataset.resource, c.dataset.points]))`)
-	if len(drawn) != len(g.Series) {
-		t.Errorf("page draws charts %v, payload has %d series", drawn, len(g.Series))
+	charts := webEval[[]string](t, tab, `[...document.querySelectorAll('.chart')].map(c => c.dataset.resource)`)
+	if len(charts) != len(g.Series) {
+		t.Errorf("page draws charts %q, payload has %d series", charts, len(g.Series))
 	}
 	for _, s := range g.Series {
-		if drawn[s.Resource] != strconv.Itoa(len(s.T)) {
-			t.Errorf("%s chart has %s points, payload %d", s.Resource, drawn[s.Resource], len(s.T))
+		ts, _ := json.Marshal(s.T)
+		vs, _ := json.Marshal(s.V)
+		got := webEval[webDrawnCheck](t, tab, fmt.Sprintf(`%s(%q, %s, %s)`, webDrawnJS, s.Resource, ts, vs))
+		if got.Error != "" || got.Points != len(s.T) || got.Misses != 0 {
+			t.Errorf("%s chart drew %d points, %d of the payload's %d have no line pixel (first: %s) %s",
+				s.Resource, got.Points, got.Misses, len(s.T), got.First, got.Error)
 		}
 	}
 }

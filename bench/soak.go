@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -371,18 +372,35 @@ func (s *soakRun) send(ctx context.Context, b *collector.Batch) (ingestAnswer, e
 	if err := zw.Close(); err != nil {
 		return ingestAnswer{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+collector.IngestPath, &body)
-	if err != nil {
-		return ingestAnswer{}, err
+	// A server serving its --max-concurrent-ingest requests answers 429
+	// with Retry-After; the collector waits and resends, and so does this.
+	var (
+		resp *http.Response
+		data []byte
+	)
+	for try := 0; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+collector.IngestPath, bytes.NewReader(body.Bytes()))
+		if err != nil {
+			return ingestAnswer{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", "gzip")
+		resp, err = s.client.Do(req)
+		if err != nil {
+			return ingestAnswer{}, fmt.Errorf("ingest batch of %s: %w", b.JobID, err)
+		}
+		data, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || try == 30 {
+			break
+		}
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		select {
+		case <-ctx.Done():
+			return ingestAnswer{}, ctx.Err()
+		case <-time.After(time.Duration(max(wait, 1)) * time.Second):
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Content-Encoding", "gzip")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return ingestAnswer{}, fmt.Errorf("ingest batch of %s: %w", b.JobID, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return ingestAnswer{}, fmt.Errorf("ingest batch of %s: %d: %s", b.JobID, resp.StatusCode, data)
 	}
@@ -454,30 +472,38 @@ type countResult struct {
 	duplicates, conflicts int
 }
 
-// countCheck reads /api/v1/jobs and compares each job's sample counts
-// with what was sent.
+// countCheck reads every page of /api/v1/jobs and compares each job's
+// sample counts with what was sent.
 func (s *soakRun) countCheck(ctx context.Context) (countResult, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/v1/jobs", nil)
-	if err != nil {
-		return countResult{}, err
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return countResult{}, err
-	}
-	defer resp.Body.Close()
-	var doc struct {
-		Jobs []struct {
-			JobID   string         `json:"job_id"`
-			Samples map[string]int `json:"samples"`
-		} `json:"jobs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return countResult{}, fmt.Errorf("read /api/v1/jobs: %w", err)
-	}
 	stored := map[string]map[string]int{}
-	for _, j := range doc.Jobs {
-		stored[j.JobID] = j.Samples
+	for cursor := ""; ; {
+		u := s.base + "/api/v1/jobs?limit=5000&cursor=" + url.QueryEscape(cursor)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return countResult{}, err
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return countResult{}, err
+		}
+		var doc struct {
+			Jobs []struct {
+				JobID   string         `json:"job_id"`
+				Samples map[string]int `json:"samples"`
+			} `json:"jobs"`
+			Next string `json:"next"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil {
+			return countResult{}, fmt.Errorf("read /api/v1/jobs: %w", err)
+		}
+		for _, j := range doc.Jobs {
+			stored[j.JobID] = j.Samples
+		}
+		if cursor = doc.Next; cursor == "" {
+			break
+		}
 	}
 	var c countResult
 	for _, j := range s.finished {

@@ -48,6 +48,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest // a refusal of the store's head: the sample, not the server
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errBusy):
+		return http.StatusTooManyRequests
 	case errors.Is(err, errUnsupportedMedia):
 		return http.StatusUnsupportedMediaType
 	case errors.Is(err, tsdb.ErrJobNotFound):

@@ -71,15 +71,16 @@ func (s *Server) ingest(c echo.Context) error {
 	if err := dec.Decode(&in); err != nil {
 		return jsonError(err, s.cfg.MaxDecodedBytes)
 	}
-	if dec.More() {
+	// Only white space may follow the batch. (dec.More is false before a
+	// stray '}' or ']', so it cannot tell.)
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.Is(err, errDecodedTooLarge) {
+			return jsonError(err, s.cfg.MaxDecodedBytes)
+		}
 		return badRequest("body: must hold one JSON object, found more after it")
 	}
-	total := 0
-	for _, sr := range in.Series {
-		total += len(sr.T)
-	}
-	if total > s.cfg.MaxBatchSamples {
-		return fmt.Errorf("%w: series: %d samples in one batch, at most %d allowed; split the batch", errTooLarge, total, s.cfg.MaxBatchSamples)
+	if err := checkBatchSize(&in, s.cfg); err != nil {
+		return err
 	}
 	res, err := s.store.Append(c.Request().Context(), toBatch(&in))
 	if err != nil {
@@ -88,6 +89,26 @@ func (s *Server) ingest(c echo.Context) error {
 	s.metrics.ingestedSamples.Add(float64(res.Samples))
 	s.metrics.ingestedDups.Add(float64(res.Duplicates))
 	return c.JSON(http.StatusOK, ingestAnswer{JobID: in.JobID, Samples: res.Samples, Tasks: res.Tasks, Duplicates: res.Duplicates, Conflicts: res.Conflicts})
+}
+
+// checkBatchSize refuses a batch whose series, tasks or samples pass the
+// configured limits, before the store does any work for it. The decoded
+// size (--max-decoded-bytes) already bounded what decoding it held.
+func checkBatchSize(in *ingestBatch, cfg Config) error {
+	if n := len(in.Series); n > cfg.MaxBatchSeries {
+		return fmt.Errorf("%w: series: %d series in one batch, at most %d allowed (serve --max-batch-series); split the batch", errTooLarge, n, cfg.MaxBatchSeries)
+	}
+	if n := len(in.Tasks); n > cfg.MaxBatchTasks {
+		return fmt.Errorf("%w: tasks: %d tasks in one batch, at most %d allowed (serve --max-batch-tasks); split the batch", errTooLarge, n, cfg.MaxBatchTasks)
+	}
+	total := 0
+	for _, sr := range in.Series {
+		total += max(len(sr.T), len(sr.V))
+	}
+	if total > cfg.MaxBatchSamples {
+		return fmt.Errorf("%w: series: %d samples in one batch, at most %d allowed (serve --max-batch-samples); split the batch", errTooLarge, total, cfg.MaxBatchSamples)
+	}
+	return nil
 }
 
 func toBatch(in *ingestBatch) *tsdb.Batch {
@@ -105,7 +126,10 @@ func toBatch(in *ingestBatch) *tsdb.Batch {
 }
 
 // requestBody checks the media type and returns the body decompressed
-// (gzip when Content-Encoding says so) and bounded to limit bytes.
+// (gzip when Content-Encoding says so) and bounded to limit bytes. The
+// bound applies to the decoded stream as it is read: a small gzip body
+// that inflates past limit fails at limit+1 decoded bytes, having held
+// no more than the reader's buffer of them.
 func requestBody(r *http.Request, mediaType string, limit int64) (io.ReadCloser, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)

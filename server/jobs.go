@@ -1,16 +1,21 @@
 package server
 
 import (
+	"cmp"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/peakline/peakline/tsdb"
 )
 
-// jobEntry is one job in GET /api/v1/jobs.
+// jobEntry is one job in GET /api/v1/jobs; first and last are the job's
+// span.
 type jobEntry struct {
 	JobID   string                  `json:"job_id"`
 	First   int64                   `json:"first"`
@@ -28,30 +33,79 @@ type resourcePeak struct {
 	V float64 `json:"v"`
 }
 
-// listJobs answers GET /api/v1/jobs, newest first. A job that cannot be
-// read is listed with its error (and logged) rather than failing the
-// whole list.
+// Paging of GET /api/v1/jobs.
+const (
+	defaultJobsLimit = 200
+	maxJobsLimit     = 5000
+)
+
+// jobsPage is the answer of GET /api/v1/jobs: one page of jobs and the
+// cursor of the next ("" on the last page), and how many jobs match q in
+// all pages.
+type jobsPage struct {
+	Jobs  []jobEntry `json:"jobs"`
+	Next  string     `json:"next"`
+	Total int        `json:"total"`
+}
+
+// listJobs answers GET /api/v1/jobs?limit=N&cursor=C&q=TEXT: the jobs
+// whose id contains q (any case), newest first (by first time, then id),
+// at most limit of them after the cursor. The order comes from the jobs'
+// spans (chunk bounds, tsdb.Store.Spans), so only the jobs of the page
+// are summarised. A cursor names the last job of a page by its sort key,
+// so jobs added or deleted meanwhile neither repeat nor shift a page.
 func (s *Server) listJobs(c echo.Context) error {
-	ctx := c.Request().Context()
-	ids, err := s.store.JobIDs(ctx)
+	limit, err := jobsLimit(c.QueryParam("limit"))
 	if err != nil {
 		return err
 	}
-	out := make([]jobEntry, 0, len(ids))
-	for _, id := range ids {
-		sum, err := s.store.Summary(ctx, id)
-		if errors.Is(err, tsdb.ErrJobNotFound) { // deleted since JobIDs
+	var after *tsdb.Span
+	if cur := c.QueryParam("cursor"); cur != "" {
+		sp, err := decodeJobsCursor(cur)
+		if err != nil {
+			return err
+		}
+		after = &sp
+	}
+	q := strings.ToLower(c.QueryParam("q"))
+	ctx := c.Request().Context()
+	spans, err := s.store.Spans(ctx)
+	if err != nil {
+		return err
+	}
+	matched := spans[:0]
+	total := 0
+	for _, sp := range spans {
+		if q != "" && !strings.Contains(strings.ToLower(sp.ID), q) {
 			continue
 		}
+		total++
+		if after == nil || newerJob(*after, sp) < 0 {
+			matched = append(matched, sp)
+		}
+	}
+	slices.SortFunc(matched, newerJob)
+	page := jobsPage{Jobs: []jobEntry{}, Total: total}
+	if len(matched) > limit {
+		matched = matched[:limit]
+		page.Next = encodeJobsCursor(matched[limit-1])
+	}
+	for _, sp := range matched {
+		sum, err := s.store.Summary(ctx, sp.ID)
+		if errors.Is(err, tsdb.ErrJobNotFound) {
+			continue // deleted since it was listed
+		}
 		if err != nil {
+			// A job that cannot be read is listed with its error (and
+			// logged) rather than failing the whole list.
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			s.logger.Error("list jobs: read job", "job", id, "err", err)
-			out = append(out, jobEntry{JobID: id, Samples: map[string]int{}, Peaks: map[string]resourcePeak{}, Error: err.Error()})
+			s.logger.Error("list jobs: read job", "job", sp.ID, "err", err)
+			page.Jobs = append(page.Jobs, jobEntry{JobID: sp.ID, First: sp.FirstMs, Last: sp.LastMs, Samples: map[string]int{}, Peaks: map[string]resourcePeak{}, Error: err.Error()})
 			continue
 		}
-		e := jobEntry{JobID: sum.ID, First: sum.FirstMs, Last: sum.LastMs, Tasks: sum.Tasks,
+		e := jobEntry{JobID: sp.ID, First: sp.FirstMs, Last: sp.LastMs, Tasks: sum.Tasks,
 			Samples: map[string]int{}, Peaks: map[string]resourcePeak{}}
 		for _, r := range sum.Resources {
 			e.Samples[r.Resource.Name] = r.Samples
@@ -59,18 +113,47 @@ func (s *Server) listJobs(c echo.Context) error {
 				e.Peaks[r.Resource.Name] = resourcePeak{T: r.PeakMs, V: r.Peak}
 			}
 		}
-		out = append(out, e)
+		page.Jobs = append(page.Jobs, e)
 	}
-	slices.SortStableFunc(out, func(a, b jobEntry) int {
-		switch {
-		case a.First > b.First:
-			return -1
-		case a.First < b.First:
-			return 1
-		}
-		return 0
-	})
-	return c.JSON(http.StatusOK, map[string]any{"jobs": out})
+	return c.JSON(http.StatusOK, page)
+}
+
+// newerJob orders jobs newest first: by first time descending, then id.
+func newerJob(a, b tsdb.Span) int {
+	if c := cmp.Compare(b.FirstMs, a.FirstMs); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func jobsLimit(v string) (int, error) {
+	if v == "" {
+		return defaultJobsLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxJobsLimit {
+		return 0, badRequest("limit: must be a whole number from 1 to %d, got %q", maxJobsLimit, v)
+	}
+	return n, nil
+}
+
+// encodeJobsCursor makes the opaque cursor after sp: its sort key.
+func encodeJobsCursor(sp tsdb.Span) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(sp.FirstMs, 10) + " " + sp.ID))
+}
+
+func decodeJobsCursor(cur string) (tsdb.Span, error) {
+	bad := badRequest("cursor: is not one this server gave in \"next\"; start again without it")
+	raw, err := base64.RawURLEncoding.DecodeString(cur)
+	if err != nil {
+		return tsdb.Span{}, bad
+	}
+	first, id, ok := strings.Cut(string(raw), " ")
+	ms, err := strconv.ParseInt(first, 10, 64)
+	if !ok || err != nil {
+		return tsdb.Span{}, bad
+	}
+	return tsdb.Span{ID: id, FirstMs: ms}, nil
 }
 
 // deleteJob answers DELETE /api/v1/jobs/{job}.

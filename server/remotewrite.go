@@ -22,10 +22,10 @@ import (
 // protobuf prompb.WriteRequest. Its errors are Peakline's ({"error"}),
 // which remote-write senders log as they are.
 
-// maxSnappyRatio bounds how much a snappy block can expand: its densest
-// element, a 3-byte copy, writes 64 bytes. A body whose header claims
-// more is corrupt, and is refused before anything is allocated.
-const maxSnappyRatio = 64 / 3
+// A snappy block expands at most 64 bytes per 3: its densest element, a
+// 3-byte copy, writes 64 bytes. A body whose header claims more is
+// corrupt, and is refused before anything is allocated.
+const snappyCopyIn, snappyCopyOut = 3, 64
 
 // Reasons a remote-written sample is refused (the reason label of
 // peakline_remote_write_rejected_samples_total) are the store's
@@ -103,7 +103,11 @@ func checkRemoteWriteHeaders(h http.Header) error {
 }
 
 // decodeWriteRequest decompresses and decodes a remote-write body,
-// checking the decoded length against maxDecoded before allocating.
+// checking the decoded length against maxDecoded before allocating, and
+// the memory the decoded request will hold (writeRequestMemory) against
+// maxDecoded before unmarshalling it: a protobuf element of a few bytes
+// becomes a struct of tens, so a body within the size limit could
+// otherwise hold many times it.
 func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, error) {
 	n, err := snappy.DecodedLen(body)
 	if err != nil {
@@ -112,12 +116,19 @@ func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, er
 	switch {
 	case int64(n) > maxDecoded:
 		return nil, fmt.Errorf("%w: body: decodes to %d bytes, more than the %d allowed; send smaller batches", errTooLarge, n, maxDecoded)
-	case n > len(body)*maxSnappyRatio+64:
+	case int64(n)*snappyCopyIn > int64(len(body))*snappyCopyOut+snappyCopyIn*64:
 		return nil, badRequest("body: is corrupt snappy: its header claims %d bytes, more than %d compressed bytes can hold", n, len(body))
 	}
 	buf, err := snappy.Decode(make([]byte, n), body)
 	if err != nil {
 		return nil, badRequest("body: is not snappy-compressed (block format): %v", err)
+	}
+	held, err := writeRequestMemory(buf)
+	if err != nil {
+		return nil, badRequest("body: is not a Prometheus remote write request (prompb.WriteRequest): %v", err)
+	}
+	if held > maxDecoded {
+		return nil, fmt.Errorf("%w: body: decodes to %d bytes that would hold about %d bytes in memory, more than the %d allowed (serve --max-decoded-bytes); send smaller batches", errTooLarge, n, held, maxDecoded)
 	}
 	var req prompb.WriteRequest
 	if err := req.Unmarshal(buf); err != nil {

@@ -143,18 +143,18 @@ func TestRemoteWriteRejectsBadBodies(t *testing.T) {
 	f("json", valid, map[string]string{"Content-Type": "application/json"}, 415, "Content-Type must be application/x-protobuf")
 	f("remote write 2.0", valid, map[string]string{"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v2.Request"}, 415, "proto=io.prometheus.write.v2.Request")
 
-	// With the default limit (128 MiB) a body claiming 100 MiB is refused
+	// With the default limit (64 MiB) a body claiming 48 MiB is refused
 	// as corrupt before anything that size is allocated.
 	big := newPromEnv(t, server.Config{})
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	allocBefore := ms.TotalAlloc
-	if code, resp := postWrite(t, big.hs.URL+"/api/v1/write", claims(100<<20, 1000), nil); code != 400 || !strings.Contains(resp, "corrupt") {
-		t.Fatalf("100 MiB claim: %d %s", code, resp)
+	if code, resp := postWrite(t, big.hs.URL+"/api/v1/write", claims(48<<20, 1000), nil); code != 400 || !strings.Contains(resp, "corrupt") {
+		t.Fatalf("48 MiB claim: %d %s", code, resp)
 	}
 	runtime.ReadMemStats(&ms)
 	if alloc := ms.TotalAlloc - allocBefore; alloc > 16<<20 {
-		t.Fatalf("a 1 KB body claiming 100 MiB allocated %d bytes", alloc)
+		t.Fatalf("a 1 KB body claiming 48 MiB allocated %d bytes", alloc)
 	}
 
 	// Without a Content-Type a body is refused: a browser's cross-site fetch can send one so.

@@ -37,6 +37,14 @@ type Config struct {
 	MaxDecodedBytes int64
 	// MaxBatchSamples bounds the samples of one ingest batch.
 	MaxBatchSamples int
+	// MaxBatchSeries bounds the series of one JSON ingest batch.
+	MaxBatchSeries int
+	// MaxBatchTasks bounds the tasks of one JSON ingest batch.
+	MaxBatchTasks int
+	// MaxConcurrentIngest bounds the ingest requests (JSON and remote
+	// write) decoded at once; more are refused with 429 and Retry-After,
+	// not queued. With MaxDecodedBytes it bounds the memory ingest holds.
+	MaxConcurrentIngest int
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
 	// SettingsPath is the file holding the collection policy; "" keeps
@@ -50,9 +58,15 @@ type Config struct {
 
 const (
 	defaultMaxBodyBytes    = 16 << 20
-	defaultMaxDecodedBytes = 128 << 20
+	defaultMaxDecodedBytes = 64 << 20 // × defaultMaxConcurrentIngest: 256 MiB of decoded bodies at most
 	defaultMaxBatchSamples = 2_000_000
 	defaultShutdownTimeout = 30 * time.Second
+)
+
+const (
+	defaultMaxBatchSeries      = 10_000
+	defaultMaxBatchTasks       = 10_000
+	defaultMaxConcurrentIngest = 4
 )
 
 func (c *Config) setDefaults() {
@@ -64,6 +78,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatchSamples <= 0 {
 		c.MaxBatchSamples = defaultMaxBatchSamples
+	}
+	if c.MaxBatchSeries <= 0 {
+		c.MaxBatchSeries = defaultMaxBatchSeries
+	}
+	if c.MaxBatchTasks <= 0 {
+		c.MaxBatchTasks = defaultMaxBatchTasks
+	}
+	if c.MaxConcurrentIngest <= 0 {
+		c.MaxConcurrentIngest = defaultMaxConcurrentIngest
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
@@ -95,6 +118,7 @@ type Server struct {
 	metrics *metrics
 	policy  *policy
 	sec     *security
+	ingests chan struct{} // one token per ingest request being served (limit.go)
 }
 
 // New builds a server over store. reg receives the server's own metrics
@@ -118,6 +142,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 		return nil, err
 	}
 	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg), policy: pol}
+	s.ingests = make(chan struct{}, cfg.MaxConcurrentIngest)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -127,6 +152,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	s.useSecurity(e, reg)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024}))
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
+	e.Use(s.limitIngest)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, DisableCompression: true})))

@@ -33,6 +33,8 @@ type cache struct {
 	// afterMiss, when set (by tests), runs after a lookup missed, before
 	// the caller computes the entry.
 	afterMiss func(id string)
+
+	spans map[string]Span // of every job listed since it was written (span.go)
 }
 
 // maxDropped bounds the per-job drop stamps kept. Past it they are
@@ -133,6 +135,7 @@ func (c *cache) drop(id string) {
 	}
 	c.dropped[id] = c.epoch
 	delete(c.summaries, id)
+	delete(c.spans, id)
 	if e, ok := c.jobs[id]; ok {
 		c.remove(e)
 	}

@@ -216,6 +216,11 @@ export class ChartStack {
     ctx.beginPath();
     ctx.rect(left - 4, top - 4, right - left + 8, bottom - top + 8);
     ctx.clip();
+    // What was placed on the canvas, kept for reading back (the browser
+    // tests compare it and the pixels with the payload): line vertices,
+    // or dots for a single point.
+    let vertices = 0;
+    let dots = 0;
     if (n > 1) {
       ctx.beginPath();
       ctx.moveTo(this.x(s.t[0], w), bottom);
@@ -231,6 +236,7 @@ export class ChartStack {
         const x = this.x(s.t[i], w);
         const y = yOf(s.v[i]);
         if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+        vertices++;
       }
       ctx.strokeStyle = color;
       ctx.lineWidth = 1.5;
@@ -245,9 +251,14 @@ export class ChartStack {
         ctx.beginPath();
         ctx.arc(this.x(s.t[i], w), yOf(s.v[i]), r, 0, 2 * Math.PI);
         ctx.fill();
+        dots++;
       }
     }
     ctx.restore();
+    c.canvas.drawn = {
+      points: n > 1 ? vertices : dots, color, dpr: window.devicePixelRatio || 1,
+      from: this.from, to: this.to, left, right, top, bottom, yMax: c.y.max,
+    };
     c.w = w;
     c.h = h;
     c.yOf = yOf;

@@ -1,52 +1,111 @@
-// The jobs page (/): every job Peakline holds, newest first, with its
-// peaks, filtered by id as you type; each row opens the job's graph.
+// The jobs page (/): the jobs Peakline holds, newest first, with their
+// peaks, a page at a time from GET /api/v1/jobs. The next page loads as
+// the end of the table scrolls into view; the id filter is applied by the
+// server as you type. Each row opens the job's graph.
 
 import { RESOURCE_ORDER, fmtValue, fmtDateTime, fmtDuration, fmtCount, el, apiError, pathSegment } from './format.js';
 
 const LIVE_WINDOW_MS = 30_000;
+// Rows per request; `?limit=N` in the page's address overrides it.
+const PAGE_ROWS = 100;
+// Typing pauses this long before the filter asks the server.
+const FILTER_DEBOUNCE_MS = 250;
 const $ = (id) => document.getElementById(id);
 
-let jobs = [];
+// The list being shown: its filter, the cursor of its next page ('' when
+// every page is in), and the request under way, if any.
+const list = { q: '', next: '', shown: 0, total: 0, pages: 0, loading: null, done: false };
+let pageRows = PAGE_ROWS;
+let observer = null;
 
-function render() {
-  const q = $('filter').value.trim().toLowerCase();
-  const shown = jobs.filter((j) => j.job_id.toLowerCase().includes(q));
-  const tbody = $('jobs-body');
-  tbody.replaceChildren(...shown.map((j) => {
-    const live = Date.now() - j.last <= LIVE_WINDOW_MS;
-    return el('tr', { dataset: { job: j.job_id } },
-      el('td', { class: 'name' }, el('a', { href: `/jobs/${pathSegment(j.job_id)}` }, j.job_id),
-        live ? el('span', { class: 'live' }, 'live') : null),
-      el('td', { class: 'time' }, j.first ? fmtDateTime(j.first) : '–'),
-      el('td', { class: 'num' }, j.first ? fmtDuration(j.last - j.first) : '–'),
-      el('td', { class: 'num' }, fmtCount(j.tasks)),
-      ...RESOURCE_ORDER.map((r) => el('td', { class: 'num' }, j.peaks && j.peaks[r] ? fmtValue(r, j.peaks[r].v) : '–')));
-  }));
-  let note = `${fmtCount(shown.length)} of ${fmtCount(jobs.length)} jobs`;
-  if (jobs.length === 0) note = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
-  else if (shown.length === 0) note = `No job id contains “${q}”.`;
-  $('jobs-note').textContent = note;
+function row(j) {
+  const live = Date.now() - j.last <= LIVE_WINDOW_MS;
+  return el('tr', { dataset: { job: j.job_id } },
+    el('td', { class: 'name' }, el('a', { href: `/jobs/${pathSegment(j.job_id)}` }, j.job_id),
+      live ? el('span', { class: 'live' }, 'live') : null),
+    el('td', { class: 'time' }, j.first ? fmtDateTime(j.first) : '–'),
+    el('td', { class: 'num' }, j.first ? fmtDuration(j.last - j.first) : '–'),
+    el('td', { class: 'num' }, fmtCount(j.tasks)),
+    ...RESOURCE_ORDER.map((r) => el('td', { class: 'num' }, j.peaks && j.peaks[r] ? fmtValue(r, j.peaks[r].v) : '–')));
+}
+
+function note() {
+  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} jobs`;
+  if (list.total === 0 && !list.q) text = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
+  else if (list.total === 0) text = `No job id contains “${list.q}”.`;
+  else if (!list.done) text += ' · scroll for more';
+  $('jobs-note').textContent = text;
+  $('jobs-note').classList.remove('error');
+}
+
+// loadPage fetches the next page of the current list and appends its rows.
+// A new filter aborts a page still loading for the old one.
+async function loadPage() {
+  if (list.loading || list.done) return;
+  const ctl = new AbortController();
+  list.loading = ctl;
+  const params = new URLSearchParams({ limit: String(pageRows) });
+  if (list.q) params.set('q', list.q);
+  if (list.next) params.set('cursor', list.next);
+  try {
+    const resp = await fetch(`/api/v1/jobs?${params}`, { headers: { Accept: 'application/json' }, signal: ctl.signal });
+    if (!resp.ok) throw new Error(await apiError(resp));
+    const body = await resp.json();
+    if (list.loading !== ctl) return;
+    const jobs = body.jobs || [];
+    $('jobs-body').append(...jobs.map(row));
+    list.shown += jobs.length;
+    list.total = body.total || 0;
+    list.next = body.next || '';
+    list.done = list.next === '';
+    list.pages++;
+    note();
+  } catch (err) {
+    if (ctl.signal.aborted) return;
+    $('jobs-note').textContent = `Could not load the jobs: ${err.message}`;
+    $('jobs-note').classList.add('error');
+    list.done = true;
+  } finally {
+    if (list.loading === ctl) list.loading = null;
+  }
+  window.peakline = { ready: true, jobs: list.shown, total: list.total, pages: list.pages, done: list.done, q: list.q };
+  // Observing again reports whether the end of the table is still in
+  // view (a short page), which loads the page after at once.
+  if (observer && !list.done) {
+    observer.unobserve($('jobs-more'));
+    observer.observe($('jobs-more'));
+  }
+}
+
+// restart shows the first page of the list filtered by q.
+function restart(q) {
+  if (list.loading) list.loading.abort();
+  Object.assign(list, { q, next: '', shown: 0, total: 0, pages: 0, loading: null, done: false });
+  $('jobs-body').replaceChildren();
   const u = new URL(location.href);
   if (q) u.searchParams.set('q', q); else u.searchParams.delete('q');
   history.replaceState(null, '', u);
+  return loadPage();
 }
 
 async function start() {
-  const q = new URLSearchParams(location.search).get('q');
-  if (q) $('filter').value = q;
-  $('filter').addEventListener('input', render);
-  try {
-    const resp = await fetch('/api/v1/jobs', { headers: { Accept: 'application/json' } });
-    if (!resp.ok) throw new Error(await apiError(resp));
-    const body = await resp.json();
-    jobs = (body.jobs || []).slice().sort((a, b) => b.first - a.first);
-  } catch (err) {
-    $('jobs-note').textContent = `Could not load the jobs: ${err.message}`;
-    $('jobs-note').classList.add('error');
-    return;
-  }
-  render();
-  window.peakline = { ready: true, jobs: jobs.length };
+  const params = new URLSearchParams(location.search);
+  const n = Number(params.get('limit'));
+  if (Number.isInteger(n) && n >= 1 && n <= 5000) pageRows = n;
+  const q = (params.get('q') || '').trim();
+  $('filter').value = q;
+  let timer = 0;
+  $('filter').addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const next = $('filter').value.trim();
+      if (next !== list.q) restart(next);
+    }, FILTER_DEBOUNCE_MS);
+  });
+  observer = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) loadPage();
+  }, { rootMargin: '0px 0px 400px 0px' });
+  await restart(q);
 }
 
 start();
