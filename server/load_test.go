@@ -67,13 +67,24 @@ func TestMixedLoad(t *testing.T) {
 			req.Header.Set("Content-Encoding", "snappy")
 			req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, "", err
+		for {
+			resp, err := client.Do(req)
+			if err != nil {
+				return 0, "", err
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusTooManyRequests {
+				return resp.StatusCode, string(b), err
+			}
+			// Past --max-concurrent-ingest: send again, as a collector
+			// does (sooner than Retry-After, to keep the test short).
+			time.Sleep(10 * time.Millisecond)
+			if req, err = http.NewRequest(method, u, bytes.NewReader(body)); err != nil {
+				return 0, "", err
+			}
+			req.Header = resp.Request.Header
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
 	}
 
 	errs := make(chan error, clients*requests)

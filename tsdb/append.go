@@ -355,6 +355,8 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			jobs = append(jobs, r.job)
 		}
 	}
+	s.compactMu.RLock()
+	defer s.compactMu.RUnlock()
 	unlock := s.lockJobs(jobs)
 	defer unlock()
 	defer func() {

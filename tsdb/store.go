@@ -62,6 +62,12 @@ type Store struct {
 	// and the commit of a retried batch cannot interleave.
 	appendMu [64]sync.Mutex
 
+	// compactMu pauses writes while Compact moves the whole head into a
+	// block: the head is truncated up to the block's end afterwards, so a
+	// sample appended in between at an earlier time would be dropped with
+	// it. Writes hold it shared, Compact exclusively.
+	compactMu sync.RWMutex
+
 	cache *cache
 
 	damage Damage // found by checkDisk at Open (repair.go)
@@ -118,8 +124,10 @@ func (s *Store) Queryable() storage.Queryable { return s.db }
 func (s *Store) Appendable() storage.Appendable { return s.db }
 
 // Compact compacts the head and out-of-order head into blocks. Used by
-// tests and benchmarks that measure on-disk size.
+// tests and benchmarks that measure on-disk size. Writes wait while it runs.
 func (s *Store) Compact(ctx context.Context) error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
 	h := s.db.Head()
 	if h.NumSeries() == 0 || h.MinTime() > h.MaxTime() {
 		return s.db.CompactOOOHead(ctx)
