@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metricsql"
@@ -97,7 +98,10 @@ func (e *Engine) labelLookup(ctx context.Context, l Lookup, get func(storage.Que
 			return nil, nil, execError(err)
 		}
 		for _, v := range vals {
-			seen[v] = struct{}{}
+			if _, ok := seen[v]; !ok {
+				// The answer outlives the querier: copy out of its memory.
+				seen[strings.Clone(v)] = struct{}{}
+			}
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -143,7 +147,8 @@ func (e *Engine) Series(ctx context.Context, l Lookup) ([]labels.Labels, []strin
 				return nil, nil, execError(err)
 			}
 		}
-		out = append(out, set.At().Labels())
+		// The answer outlives the querier: copy out of its memory.
+		out = append(out, set.At().Labels().Copy())
 		if l.Limit > 0 && len(out) > l.Limit {
 			out = out[:l.Limit]
 			warns := set.Warnings()
