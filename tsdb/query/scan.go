@@ -77,7 +77,9 @@ func tokenize(qs string) []token {
 			i++
 		case strings.IndexByte("+-*/%^<>=!~", c) >= 0:
 			kind := tokOp
-			if c == '=' && brace == 0 && (i == 0 || strings.IndexByte("=!<>", qs[i-1]) < 0) && (i+1 == len(qs) || strings.IndexByte("=~", qs[i+1]) < 0) {
+			if brace > 0 {
+				kind = tokOther // a label matcher's, cheap to parse
+			} else if c == '=' && brace == 0 && (i == 0 || strings.IndexByte("=!<>", qs[i-1]) < 0) && (i+1 == len(qs) || strings.IndexByte("=~", qs[i+1]) < 0) {
 				kind = tokAssign
 			}
 			toks = append(toks, token{kind: kind, depth: depth, brace: brace})
@@ -231,11 +233,11 @@ func checkSize(qs string) error {
 	s := measure(tokenize(qs))
 	switch {
 	case s.ops > maxOperators:
-		return badData("query has %d operators (counting those of label matchers, WITH templates expanded), over the limit of %d", s.ops, maxOperators)
+		return badData("query has %d operators (WITH templates expanded), over the limit of %d", s.ops, maxOperators)
 	case s.depth > maxNesting:
 		return badData("query nests brackets %d deep (WITH templates expanded), over the limit of %d", s.depth, maxNesting)
 	case s.tokens > maxTokens:
-		return badData("query has %d tokens with its WITH templates expanded, over the limit of %d", s.tokens, maxTokens)
+		return badData("query has %d tokens (WITH templates expanded), over the limit of %d", s.tokens, maxTokens)
 	}
 	return nil
 }
