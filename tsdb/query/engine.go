@@ -4,7 +4,9 @@
 // and how), and evaluates it with the Prometheus promql engine over a
 // storage.Queryable, normally the job store's. It also answers the
 // metadata lookups of the Prometheus HTTP API (label names, label values,
-// series).
+// series). Every query is bounded before it runs: its text, its size with
+// WITH templates expanded (scan.go) and its subqueries' steps (limits.go);
+// what a lookup or query returns is copied out of the querier's memory.
 //
 // It owns no storage and speaks no HTTP: the store lives in package tsdb,
 // the Prometheus-compatible HTTP API in package server. It evaluates
@@ -150,7 +152,7 @@ func New(q storage.Queryable, opts Options) *Engine {
 }
 
 // Result is an evaluated query. Close it once Value has been used: the
-// engine reuses its memory.
+// engine reuses the memory of its points. Its label sets are its own.
 type Result struct {
 	// Value is a promql.Matrix, promql.Vector, promql.Scalar or
 	// promql.String.

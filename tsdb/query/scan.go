@@ -85,11 +85,18 @@ func tokenize(qs string) []token {
 			toks = append(toks, token{kind: kind, depth: depth, brace: brace})
 			i++
 		case isIdentStart(c):
-			j := i + 1
-			for j < len(qs) && (isIdentStart(qs[j]) || qs[j] >= '0' && qs[j] <= '9' || qs[j] == '.') {
+			// MetricsQL identifiers take backslash escapes and any
+			// non-ASCII letter; the key is the unescaped name.
+			var name strings.Builder
+			j := i
+			for j < len(qs) && (isIdentStart(qs[j]) || j > i && (qs[j] >= '0' && qs[j] <= '9' || qs[j] == '.')) {
+				if qs[j] == '\\' && j+1 < len(qs) {
+					j++
+				}
+				name.WriteByte(qs[j])
 				j++
 			}
-			word := qs[i:j]
+			word := name.String()
 			kind := tokIdent
 			if opKeywords[strings.ToLower(word)] {
 				kind = tokOp
@@ -97,10 +104,13 @@ func tokenize(qs string) []token {
 			toks = append(toks, token{kind: kind, text: word, depth: depth, brace: brace})
 			i = j
 		default:
-			// Numbers and durations: digits, letters of units, dots.
+			// A number or duration (digits, dots, letters of units), or
+			// one other character such as '@'.
 			j := i + 1
-			for j < len(qs) && (qs[j] >= '0' && qs[j] <= '9' || qs[j] == '.' || qs[j] >= 'a' && qs[j] <= 'z' || qs[j] >= 'A' && qs[j] <= 'Z' || qs[j] == '_') {
-				j++
+			if c >= '0' && c <= '9' || c == '.' {
+				for j < len(qs) && (qs[j] >= '0' && qs[j] <= '9' || qs[j] == '.' || qs[j] >= 'a' && qs[j] <= 'z' || qs[j] >= 'A' && qs[j] <= 'Z' || qs[j] == '_') {
+					j++
+				}
 			}
 			toks = append(toks, token{kind: tokOther, depth: depth, brace: brace})
 			i = j
@@ -110,7 +120,7 @@ func tokenize(qs string) []token {
 }
 
 func isIdentStart(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':' || c == '@'
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':' || c == '\\' || c >= 0x80
 }
 
 // size is a measure of (part of) a query with its templates expanded.
