@@ -107,8 +107,14 @@ func tokenize(qs string) []token {
 			// A number or duration (digits, dots, letters of units), or
 			// one other character such as '@'.
 			j := i + 1
+			// Letters other than units and exponents start a new token,
+			// as `1and` is `1 and` to MetricsQL.
+			digits := "0123456789._smhdwyiIeE"
+			if c == '0' && j < len(qs) && (qs[j] == 'x' || qs[j] == 'X') {
+				digits, j = "0123456789abcdefABCDEF", j+1
+			}
 			if c >= '0' && c <= '9' || c == '.' {
-				for j < len(qs) && (qs[j] >= '0' && qs[j] <= '9' || qs[j] == '.' || qs[j] >= 'a' && qs[j] <= 'z' || qs[j] >= 'A' && qs[j] <= 'Z' || qs[j] == '_') {
+				for j < len(qs) && strings.IndexByte(digits, qs[j]) >= 0 {
 					j++
 				}
 			}
