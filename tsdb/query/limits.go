@@ -2,6 +2,7 @@ package query
 
 import (
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -83,8 +84,8 @@ func checkSubquerySteps(pe parser.Expr, top evalSpan, maxSteps int64) error {
 			child, steps := subquerySpan(sq, sp)
 			total = satAdd(total, steps)
 			if total > maxSteps {
-				return badData("subquery %s evaluates %d steps (its range %s plus the %s it is evaluated over, at step %s); with the other subqueries this is over the limit of %d points per query (--query-max-points): use a longer subquery step or a shorter range",
-					sq, steps, model.Duration(sq.Range), model.Duration(time.Duration(sp.endMs-sp.startMs)*time.Millisecond), model.Duration(time.Duration(child.intervalMs)*time.Millisecond), maxSteps)
+				return badData("subquery %s evaluates %d steps (its range %s plus the %s it is evaluated over, at step %s), bringing the query's subqueries to %d steps, over the limit of %d points per query (--query-max-points): use a longer subquery step or a shorter range",
+					sq, steps, model.Duration(sq.Range), msDuration(sp.endMs-sp.startMs), msDuration(child.intervalMs), total, maxSteps)
 			}
 			return walk(sq.Expr, child)
 		}
@@ -123,6 +124,14 @@ func subquerySpan(sq *parser.SubqueryExpr, sp evalSpan) (evalSpan, int64) {
 		steps = (subEnd-subStart)/stepMs + 1
 	}
 	return evalSpan{startMs: subStart, endMs: subEnd, intervalMs: stepMs}, steps
+}
+
+// msDuration prints milliseconds as a PromQL duration.
+func msDuration(ms int64) string {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return strconv.FormatInt(ms, 10) + "ms"
+	}
+	return model.Duration(time.Duration(ms) * time.Millisecond).String()
 }
 
 // satAdd adds two non-negative counts, saturating at math.MaxInt64.
