@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -60,4 +61,31 @@ func TestLookupsOutliveTheirBlock(t *testing.T) {
 	if got := res.Value.String(); got != `{__name__="b", counter="4", job_id="2"} => 62 @[1772366400000]` {
 		t.Fatalf("query result after the block went: %s", got)
 	}
+}
+
+// Lookups end with the caller's context and within the query timeout.
+func TestLookupsEnd(t *testing.T) {
+	store := openStore(t, testBase, testSeries()...)
+	all := query.Lookup{Start: testBase.Add(-time.Hour), End: testBase}
+	sel, err := query.ParseSelectors([]string{`{job_id="2"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := func(opts query.Options, ctx context.Context, want query.ErrorType) {
+		t.Helper()
+		e := query.New(store.Queryable(), opts)
+		_, _, err := e.Series(ctx, query.Lookup{Start: all.Start, End: all.End, Matchers: sel})
+		var qe *query.Error
+		if !errors.As(err, &qe) || qe.Type != want {
+			t.Fatalf("series: %v, want %s", err, want)
+		}
+		_, _, err = e.LabelValues(ctx, "job_id", all)
+		if !errors.As(err, &qe) || qe.Type != want {
+			t.Fatalf("label values: %v, want %s", err, want)
+		}
+	}
+	f(query.Options{}, canceled, query.ErrCanceled)
+	f(query.Options{Timeout: time.Nanosecond}, context.Background(), query.ErrTimeout)
 }
