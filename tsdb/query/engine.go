@@ -234,7 +234,16 @@ func (e *Engine) translate(ctx context.Context, qs string, start, end time.Time,
 		t.defaultWindow = e.opts.DefaultWindow
 		t.unitMs = e.opts.DefaultWindow.Milliseconds()
 	}
-	return t.expr(expr)
+	pe, err := t.expr(expr)
+	if err != nil {
+		return nil, err
+	}
+	// keep_metric_names repeats its expression once per metric name: the
+	// PromQL the engine parses is bounded like the query.
+	if ops := countOperators(pe); ops > maxOperators {
+		return nil, badData("query translates to %d PromQL operators (keep_metric_names repeats its expression per metric name), over the limit of %d", ops, maxOperators)
+	}
+	return pe, nil
 }
 
 // Format returns a MetricsQL query prettified, within the length and

@@ -134,6 +134,18 @@ func msDuration(ms int64) string {
 	return model.Duration(time.Duration(ms) * time.Millisecond).String()
 }
 
+// countOperators counts the binary operators of a PromQL expression.
+func countOperators(pe parser.Expr) int {
+	n := 0
+	parser.Inspect(pe, func(node parser.Node, _ []parser.Node) error {
+		if _, ok := node.(*parser.BinaryExpr); ok {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
 // satAdd adds two non-negative counts, saturating at math.MaxInt64.
 func satAdd(a, b int64) int64 {
 	if a > math.MaxInt64-b {

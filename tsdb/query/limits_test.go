@@ -3,6 +3,7 @@ package query_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -156,5 +157,40 @@ func TestCancelStopsEvaluation(t *testing.T) {
 		if !errors.As(err, &qe) || qe.Type != query.ErrCanceled {
 			t.Fatalf("round %d: %v, want canceled", round, err)
 		}
+	}
+}
+
+// keep_metric_names repeats its expression per metric name: the PromQL
+// it translates to is bounded too.
+func TestKeepNamesLimits(t *testing.T) {
+	store := openStore(t, testBase, testSeries()...)
+	e := query.New(store.Queryable(), query.Options{})
+	ctx := context.Background()
+	// Two names (a and b): 600 operators become 2 × 600 + 1 (the or).
+	q := `({__name__=~"a|b"} + (time()` + strings.Repeat(" + time()", 599) + `)) keep_metric_names`
+	_, err := e.Instant(ctx, q, testBase)
+	wantBadData(t, err, "query translates to 1201 PromQL operators")
+	q = `({__name__=~"a|b"} + (time()` + strings.Repeat(" + time()", 399) + `)) keep_metric_names`
+	if _, err := e.Translate(ctx, q, testBase, testBase, 0); err != nil {
+		t.Fatalf("400 operators over two names: %v", err)
+	}
+}
+
+// Nested keep_metric_names rewrites over different selectors multiply
+// their branches: the whole query gets at most 100.
+func TestKeepNamesBranches(t *testing.T) {
+	var series []labels.Labels
+	for i := range 11 {
+		series = append(series, labels.FromStrings("__name__", fmt.Sprintf("x%02d", i), "job_id", "1"), labels.FromStrings("__name__", fmt.Sprintf("y%02d", i), "job_id", "1"))
+	}
+	store := openStore(t, testBase, series...)
+	e := query.New(store.Queryable(), query.Options{})
+	ctx := context.Background()
+	// 11 branches for x, each with 1 for x and 11 for y: 132.
+	_, err := e.Translate(ctx, `(abs({__name__=~"x.*"}) keep_metric_names + on(job_id) abs({__name__=~"y.*"}) keep_metric_names) keep_metric_names`, testBase, testBase, 0)
+	wantBadData(t, err, "more than 100 branches")
+	// 11 + 11 side by side: 22.
+	if _, err := e.Translate(ctx, `abs({__name__=~"x.*"}) keep_metric_names + on(job_id) abs({__name__=~"y.*"}) keep_metric_names`, testBase, testBase, 0); err != nil {
+		t.Fatal(err)
 	}
 }
