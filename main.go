@@ -170,6 +170,8 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
 	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
 	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", 8, "Prometheus API: queries evaluated at once; more wait")
+	f.IntVar(&cfg.Prometheus.QueryMaxPoints, "query-max-points", query.DefaultMaxPoints, "Prometheus API: most steps the subqueries of one query evaluate together; more is refused before evaluation")
+	f.IntVar(&cfg.Prometheus.QueryMaxLength, "query-max-length", query.DefaultMaxQueryLength, "Prometheus API: longest query text in bytes")
 	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", 5*time.Minute, "Prometheus API: how far back an instant selector looks")
 	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", 5*time.Minute, "Prometheus API: window of rate(x) written without one in an instant query")
 	sec.flags(f, &cfg.Security)

@@ -33,6 +33,13 @@ type PromConfig struct {
 	// QueryMaxConcurrency bounds the queries evaluated at once; more wait
 	// for a slot (default 8).
 	QueryMaxConcurrency int
+	// QueryMaxPoints bounds the steps the subqueries of one query
+	// evaluate together, checked before evaluation (default
+	// query.DefaultMaxPoints).
+	QueryMaxPoints int
+	// QueryMaxLength bounds the query text in bytes (default
+	// query.DefaultMaxQueryLength).
+	QueryMaxLength int
 	// LookbackDelta is how far back an instant selector looks for a
 	// sample (default 5m, as in Prometheus).
 	LookbackDelta time.Duration
@@ -59,6 +66,12 @@ func (c *PromConfig) setDefaults() {
 	}
 	if c.QueryMaxConcurrency <= 0 {
 		c.QueryMaxConcurrency = query.DefaultMaxConcurrency
+	}
+	if c.QueryMaxPoints <= 0 {
+		c.QueryMaxPoints = query.DefaultMaxPoints
+	}
+	if c.QueryMaxLength <= 0 {
+		c.QueryMaxLength = query.DefaultMaxQueryLength
 	}
 	if c.LookbackDelta <= 0 {
 		c.LookbackDelta = query.DefaultLookbackDelta
@@ -93,6 +106,8 @@ func (s *Server) registerPrometheus(e *echo.Echo) error {
 			Timeout:        cfg.QueryTimeout,
 			MaxSamples:     cfg.QueryMaxSamples,
 			MaxConcurrency: cfg.QueryMaxConcurrency,
+			MaxPoints:      cfg.QueryMaxPoints,
+			MaxQueryLength: cfg.QueryMaxLength,
 			LookbackDelta:  cfg.LookbackDelta,
 			DefaultWindow:  cfg.RollupWindow,
 			Logger:         s.logger,

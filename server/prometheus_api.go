@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/VictoriaMetrics/metricsql"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -21,7 +20,7 @@ import (
 
 // maxPointsPerSeries bounds (end-start)/step of a range query, as in
 // Prometheus: a minute's resolution for a week, an hour's for a year.
-const maxPointsPerSeries = 11_000
+const maxPointsPerSeries = query.MaxPointsPerSeries
 
 // The default start and end of metadata lookups, as in Prometheus
 // (web/api/v1: MinTime, MaxTime), so that their RFC 3339 forms, which
@@ -69,7 +68,7 @@ func (a *promAPI) query(c echo.Context) error {
 	defer cancel()
 	res, err := a.engine.Instant(ctx, r.FormValue("query"), ts)
 	if err != nil {
-		return promErr(err)
+		return queryErr(err)
 	}
 	defer res.Close()
 	return a.writeResult(c, res, limit)
@@ -113,10 +112,21 @@ func (a *promAPI) queryRange(c echo.Context) error {
 	defer cancel()
 	res, err := a.engine.Range(ctx, r.FormValue("query"), start, end, step)
 	if err != nil {
-		return promErr(err)
+		return queryErr(err)
 	}
 	defer res.Close()
 	return a.writeResult(c, res, limit)
+}
+
+// queryErr classifies an error of evaluating the query parameter: the
+// query's own faults (parse errors, limits) name the parameter, as
+// Prometheus does.
+func queryErr(err error) error {
+	var qe *query.Error
+	if errors.As(err, &qe) && qe.Type == query.ErrBadData {
+		return promBadData("query", err)
+	}
+	return promErr(err)
 }
 
 // writeResult answers a query result, cut to limit series (0 for all).
@@ -273,15 +283,16 @@ func (a *promAPI) alerts(c echo.Context) error {
 	return c.JSON(http.StatusOK, promSuccess{Status: "success", Data: map[string][]struct{}{"alerts": {}}})
 }
 
-// formatQuery answers /format_query with the query prettified by MetricsQL.
+// formatQuery answers /format_query with the query prettified by MetricsQL,
+// within the bounds of a query (see query.Engine.Format).
 func (a *promAPI) formatQuery(c echo.Context) error {
 	r, err := form(c)
 	if err != nil {
 		return err
 	}
-	out, err := metricsql.Prettify(r.FormValue("query"))
+	out, err := a.engine.Format(r.Context(), r.FormValue("query"))
 	if err != nil {
-		return promBadData("query", err)
+		return queryErr(err)
 	}
 	return c.JSON(http.StatusOK, promSuccess{Status: "success", Data: out})
 }

@@ -4,7 +4,9 @@
 // and how), and evaluates it with the Prometheus promql engine over a
 // storage.Queryable, normally the job store's. It also answers the
 // metadata lookups of the Prometheus HTTP API (label names, label values,
-// series).
+// series). Every query is bounded before it runs: its text, its size with
+// WITH templates expanded (scan.go) and its subqueries' steps (limits.go);
+// what a lookup or query returns is copied out of the querier's memory.
 //
 // It owns no storage and speaks no HTTP: the store lives in package tsdb,
 // the Prometheus-compatible HTTP API in package server. It evaluates
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metricsql"
@@ -73,6 +76,12 @@ type Options struct {
 	// one (`rate(x)`) in an instant query; range queries use their step
 	// (default 5m).
 	DefaultWindow time.Duration
+	// MaxPoints bounds the steps all subqueries of one query evaluate
+	// together, checked before evaluation (default DefaultMaxPoints).
+	MaxPoints int
+	// MaxQueryLength bounds the query text in bytes (default
+	// DefaultMaxQueryLength).
+	MaxQueryLength int
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the engine's metrics; nil registers none.
@@ -104,6 +113,12 @@ func (o *Options) setDefaults() {
 	if o.DefaultWindow <= 0 {
 		o.DefaultWindow = DefaultRollupWindow
 	}
+	if o.MaxPoints <= 0 {
+		o.MaxPoints = DefaultMaxPoints
+	}
+	if o.MaxQueryLength <= 0 {
+		o.MaxQueryLength = DefaultMaxQueryLength
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,13 +146,13 @@ func New(q storage.Queryable, opts Options) *Engine {
 		EnableNegativeOffset: true,
 		// A subquery without a step (`x[5m:]`) steps by Prometheus'
 		// default evaluation interval.
-		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+		NoStepSubqueryIntervalFn: func(int64) int64 { return defaultSubqueryStep.Milliseconds() },
 	})
 	return &Engine{opts: opts, queryable: q, ng: ng}
 }
 
 // Result is an evaluated query. Close it once Value has been used: the
-// engine reuses its memory.
+// engine reuses the memory of its points. Its label sets are its own.
 type Result struct {
 	// Value is a promql.Matrix, promql.Vector, promql.Scalar or
 	// promql.String.
@@ -175,9 +190,35 @@ func (e *Engine) Range(ctx context.Context, qs string, start, end time.Time, ste
 // Translate returns the PromQL the engine would run for a MetricsQL query
 // evaluated from start to end at step (0 for an instant query).
 func (e *Engine) Translate(ctx context.Context, qs string, start, end time.Time, step time.Duration) (string, error) {
+	pe, err := e.translate(ctx, qs, start, end, step)
+	if err != nil {
+		return "", err
+	}
+	return pe.String(), nil
+}
+
+// parse parses a MetricsQL query within the length and complexity limits.
+func (e *Engine) parse(ctx context.Context, qs string) (metricsql.Expr, error) {
+	if err := checkLength(qs, e.opts.MaxQueryLength); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, execError(err)
+	}
+	if err := checkSize(qs); err != nil {
+		return nil, err
+	}
 	expr, err := metricsql.Parse(qs)
 	if err != nil {
-		return "", badData("parse query: %v", err)
+		return nil, badData("parse query: %v", err)
+	}
+	return expr, nil
+}
+
+func (e *Engine) translate(ctx context.Context, qs string, start, end time.Time, step time.Duration) (parser.Expr, error) {
+	expr, err := e.parse(ctx, qs)
+	if err != nil {
+		return nil, err
 	}
 	t := &translator{
 		ctx:           ctx,
@@ -195,16 +236,46 @@ func (e *Engine) Translate(ctx context.Context, qs string, start, end time.Time,
 	}
 	pe, err := t.expr(expr)
 	if err != nil {
+		return nil, err
+	}
+	// keep_metric_names repeats its expression once per metric name: the
+	// PromQL the engine parses is bounded like the query.
+	if ops := countOperators(pe); ops > maxOperators {
+		return nil, badData("query translates to %d PromQL operators (keep_metric_names repeats its expression per metric name), over the limit of %d", ops, maxOperators)
+	}
+	return pe, nil
+}
+
+// Format returns a MetricsQL query prettified, within the length and
+// complexity limits of a query (prettifying takes time quadratic in the
+// query's operators and cannot be interrupted).
+func (e *Engine) Format(ctx context.Context, qs string) (string, error) {
+	if _, err := e.parse(ctx, qs); err != nil {
 		return "", err
 	}
-	return pe.String(), nil
+	out, err := metricsql.Prettify(qs)
+	if err != nil {
+		return "", badData("format query: %v", err)
+	}
+	return out, nil
 }
 
 func (e *Engine) eval(ctx context.Context, qs string, start, end time.Time, step time.Duration) (*Result, error) {
-	promQL, err := e.Translate(ctx, qs, start, end, step)
+	if step > 0 && end.Sub(start)/step > MaxPointsPerSeries {
+		return nil, badData("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")
+	}
+	pe, err := e.translate(ctx, qs, start, end, step)
 	if err != nil {
 		return nil, err
 	}
+	top := evalSpan{startMs: start.UnixMilli(), endMs: end.UnixMilli(), intervalMs: step.Milliseconds()}
+	if step == 0 {
+		top.intervalMs = 1 // as the engine evaluates an instant query
+	}
+	if err := checkSubquerySteps(pe, top, int64(e.opts.MaxPoints)); err != nil {
+		return nil, err
+	}
+	promQL := pe.String()
 	var qry promql.Query
 	if step == 0 {
 		qry, err = e.ng.NewInstantQuery(ctx, e.queryable, nil, promQL, start)
@@ -219,9 +290,26 @@ func (e *Engine) eval(ctx context.Context, qs string, start, end time.Time, step
 		qry.Close()
 		return nil, execError(res.Err)
 	}
+	ownLabels(res.Value)
 	out := &Result{Value: res.Value, PromQL: promQL, close: qry.Close}
 	out.Warnings, out.Infos = res.Warnings.AsStrings(promQL, 10, 10)
 	return out, nil
+}
+
+// ownLabels replaces the label sets of a query result with copies: the
+// engine's querier is closed when Exec returns, and label strings read
+// from a block may point into memory that compaction unmaps.
+func ownLabels(v parser.Value) {
+	switch v := v.(type) {
+	case promql.Matrix:
+		for i := range v {
+			v[i].Metric = v[i].Metric.Copy()
+		}
+	case promql.Vector:
+		for i := range v {
+			v[i].Metric = v[i].Metric.Copy()
+		}
+	}
 }
 
 // constructionError classifies an error of building a query: the engine
@@ -270,7 +358,12 @@ func (e *Engine) metricNames(ctx context.Context, ms []*labels.Matcher) ([]strin
 	if err != nil {
 		return nil, &Error{Type: ErrInternal, Err: fmt.Errorf("list metric names: %w", err)}
 	}
-	return names, nil
+	// The names outlive the querier: copy them out of its memory.
+	own := make([]string, len(names))
+	for i, n := range names {
+		own[i] = strings.Clone(n)
+	}
+	return own, nil
 }
 
 // slots bounds the queries the engine runs at once (a promql.QueryTracker

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metricsql"
@@ -64,7 +65,7 @@ var errTruncated = errors.New("results truncated due to limit")
 // LabelNames returns the sorted label names of the series looked up, and
 // warnings.
 func (e *Engine) LabelNames(ctx context.Context, l Lookup) ([]string, []string, error) {
-	return e.labelLookup(ctx, l, func(q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return e.labelLookup(ctx, l, func(ctx context.Context, q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
 		return q.LabelNames(ctx, hints, ms...)
 	})
 }
@@ -72,12 +73,15 @@ func (e *Engine) LabelNames(ctx context.Context, l Lookup) ([]string, []string, 
 // LabelValues returns the sorted values of one label of the series
 // looked up, and warnings.
 func (e *Engine) LabelValues(ctx context.Context, name string, l Lookup) ([]string, []string, error) {
-	return e.labelLookup(ctx, l, func(q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return e.labelLookup(ctx, l, func(ctx context.Context, q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
 		return q.LabelValues(ctx, name, hints, ms...)
 	})
 }
 
-func (e *Engine) labelLookup(ctx context.Context, l Lookup, get func(storage.Querier, *storage.LabelHints, []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]string, []string, error) {
+func (e *Engine) labelLookup(ctx context.Context, l Lookup, get func(context.Context, storage.Querier, *storage.LabelHints, []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]string, []string, error) {
+	// A lookup is bounded in time like a query.
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
 	q, err := e.queryable.Querier(l.Start.UnixMilli(), l.End.UnixMilli())
 	if err != nil {
 		return nil, nil, &Error{Type: ErrInternal, Err: fmt.Errorf("open querier: %w", err)}
@@ -91,13 +95,20 @@ func (e *Engine) labelLookup(ctx context.Context, l Lookup, get func(storage.Que
 	seen := map[string]struct{}{}
 	var warns annotations.Annotations
 	for _, ms := range sets {
-		vals, w, err := get(q, hints, ms)
+		// The store does not always look at ctx itself.
+		if err := ctx.Err(); err != nil {
+			return nil, nil, execError(err)
+		}
+		vals, w, err := get(ctx, q, hints, ms)
 		warns.Merge(w)
 		if err != nil {
 			return nil, nil, execError(err)
 		}
 		for _, v := range vals {
-			seen[v] = struct{}{}
+			if _, ok := seen[v]; !ok {
+				// The answer outlives the querier: copy out of its memory.
+				seen[strings.Clone(v)] = struct{}{}
+			}
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -118,6 +129,9 @@ func (e *Engine) Series(ctx context.Context, l Lookup) ([]labels.Labels, []strin
 	if len(l.Matchers) == 0 {
 		return nil, nil, badData("no match[] parameter provided")
 	}
+	// A lookup is bounded in time like a query.
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
 	startMs, endMs := l.Start.UnixMilli(), l.End.UnixMilli()
 	q, err := e.queryable.Querier(startMs, endMs)
 	if err != nil {
@@ -143,7 +157,8 @@ func (e *Engine) Series(ctx context.Context, l Lookup) ([]labels.Labels, []strin
 				return nil, nil, execError(err)
 			}
 		}
-		out = append(out, set.At().Labels())
+		// The answer outlives the querier: copy out of its memory.
+		out = append(out, set.At().Labels().Copy())
 		if l.Limit > 0 && len(out) > l.Limit {
 			out = out[:l.Limit]
 			warns := set.Warnings()

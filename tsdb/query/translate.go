@@ -55,6 +55,9 @@ type translator struct {
 	// pinned holds selectors restricted to one metric name while a branch
 	// of a keep_metric_names rewrite is translated.
 	pinned map[*metricsql.MetricExpr]string
+	// branches counts the keep_metric_names branches built so far: nested
+	// rewrites over different selectors multiply them.
+	branches int
 }
 
 func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
@@ -478,6 +481,9 @@ func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, erro
 	labelReplace := parser.Functions["label_replace"]
 	var out parser.Expr
 	for _, name := range names {
+		if t.branches++; t.branches > maxKeepNames {
+			return nil, badData("%s: keep_metric_names needs more than %d branches in this query (one per metric name, multiplied where rewrites nest); narrow the selectors", e.AppendString(nil), maxKeepNames)
+		}
 		if t.pinned == nil {
 			t.pinned = map[*metricsql.MetricExpr]string{}
 		}

@@ -15,7 +15,7 @@ import (
 
 // openStore opens a real on-disk job store holding the given series, each
 // with samples every 10s over the 10 minutes before base.
-func openStore(t *testing.T, base time.Time, series ...labels.Labels) *tsdb.Store {
+func openStore(t testing.TB, base time.Time, series ...labels.Labels) *tsdb.Store {
 	t.Helper()
 	store, err := tsdb.Open(t.TempDir(), tsdb.Options{}, nil, nil)
 	if err != nil {
