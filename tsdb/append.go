@@ -158,7 +158,10 @@ func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 	if len(rows) == 0 {
 		return AppendResult{}, nil
 	}
-	unlock := s.lockJob(b.JobID)
+	unlock, err := s.lockLive(ctx, b.JobID) // waits out a pending delete (delete.go)
+	if err != nil {
+		return AppendResult{}, err
+	}
 	defer unlock()
 	defer s.cache.drop(b.JobID)
 

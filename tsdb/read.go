@@ -37,6 +37,9 @@ type Column struct {
 // written to or deleted, so zooming into a finished job does not decode
 // it again. The returned Job and its slices are shared: read them only.
 func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (*Job, error) {
+	if s.hidden(jobID) { // deleted (delete.go)
+		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
+	}
 	job, gen, ok := s.cache.job(jobID)
 	if !ok {
 		var err error

@@ -29,14 +29,23 @@ var ErrJobNotFound = errors.New("job not found")
 
 // Options configure a Store.
 type Options struct {
-	// Retention drops blocks whose samples are all older than the newest
-	// sample in the store minus Retention (Prometheus semantics: measured
-	// from the newest data, not the wall clock). Zero keeps everything.
+	// Retention deletes, as Delete does, every job whose newest sample,
+	// task start and event are all older than Now() - Retention, checked
+	// every min(Retention/10, 1h). It is measured against the clock, not
+	// the newest stored sample, so a wrong timestamp in one job cannot
+	// shorten another's life. Zero keeps everything.
 	Retention time.Duration
 	// CacheSamples bounds the samples of whole jobs kept decoded in memory
 	// for repeated graph requests (about 20 bytes each). Zero means
 	// DefaultCacheSamples; negative disables the cache.
 	CacheSamples int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// HoldDeletes, when not nil, holds the removal of deleted jobs from
+	// disk: each cleanup pass first receives from it (or gives up when the
+	// store closes). Tests use it to look at a store between a delete and
+	// its cleanup. Nil removes at once.
+	HoldDeletes <-chan struct{}
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -57,6 +66,13 @@ type Store struct {
 	appendMu [64]sync.Mutex
 
 	cache *cache
+
+	now       func() time.Time
+	retention time.Duration
+	deletes   *deleter
+	stopOnce  sync.Once
+	stop      chan struct{} // closed by Close: stops retention
+	stopped   sync.WaitGroup
 }
 
 // Open opens (creating if needed) the store in dir. reg may be nil.
@@ -65,32 +81,70 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 		logger = slog.New(slog.DiscardHandler)
 	}
 	o := ptsdb.DefaultOptions()
-	o.RetentionDuration = int64(opts.Retention / time.Millisecond)
+	// Prometheus's own retention is measured from the newest block, so
+	// one far-future sample would drop everything else: retention.go
+	// applies Options.Retention per job against the clock instead.
+	o.RetentionDuration = 0
 	o.OutOfOrderTimeWindow = oooWindow
 	o.EnableOverlappingCompaction = true
 	db, err := ptsdb.Open(dir, logger.With("component", "tsdb"), reg, o, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples)}
+	dels, err := newDeleter(dir, opts.HoldDeletes, logger, reg)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
+	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples),
+		now: opts.Now, retention: opts.Retention, deletes: dels, stop: make(chan struct{})}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	go s.runDeletes()
+	dels.requestCleanup() // records left by the last run
+	if s.retention > 0 {
+		s.stopped.Add(1)
+		go s.runRetention()
+	}
 	return s, nil
 }
 
-// Close flushes and closes the store. Samples acknowledged by Append are
-// already in the write-ahead log; Close also writes the head to disk.
+// hidden reports whether jobID is deleted and its samples not yet removed
+// from disk; reads already act as if it did not exist.
+func (s *Store) hidden(jobID string) bool { return s.deletes.hidden(jobID) }
+
+// Close stops retention and the removal of deleted jobs (a pass under way
+// ends first; records still pending resume at the next Open) and closes
+// the store. Samples acknowledged by Append are already in the
+// write-ahead log. Close may be called more than once.
 func (s *Store) Close() error {
+	first := false
+	s.stopOnce.Do(func() {
+		first = true
+		close(s.stop)
+		close(s.deletes.stop)
+	})
+	if !first {
+		return nil
+	}
+	s.stopped.Wait()
+	<-s.deletes.done
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
 	return nil
 }
 
-// Queryable exposes the raw series for query engines (PromQL).
-func (s *Store) Queryable() storage.Queryable { return s.db }
+// Queryable exposes the raw series for query engines (PromQL). Series of
+// deleted jobs are hidden from it at once, as from every read of the
+// store.
+func (s *Store) Queryable() storage.Queryable { return hidingQueryable{db: s.db, d: s.deletes} }
 
 // Appendable exposes the raw appender for protocols that carry their own
-// labels (Prometheus remote write).
-func (s *Store) Appendable() storage.Appendable { return s.db }
+// labels (Prometheus remote write). Samples of a job being deleted are
+// refused with ErrDeletePending.
+func (s *Store) Appendable() storage.Appendable { return refusingAppendable{db: s.db, d: s.deletes} }
 
 // Compact compacts the head and out-of-order head into blocks. Used by
 // tests and benchmarks that measure on-disk size.
