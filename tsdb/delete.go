@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,9 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
@@ -54,11 +57,13 @@ const retryDelay = 30 * time.Second
 // (OOOCompactionHead.Tombstones is empty), so a backfilled job would be
 // written back into a block. And head tombstones outlive the deletion:
 // they hide samples of a later re-import in the same range. So the pass
-// first moves the jobs' samples out of both heads into blocks
-// (CompactOOOHead, then CompactSelectedSeries, which evicts just those
-// series and leaves other jobs' appends alone), then writes tombstones
-// that now only land on blocks, then rewrites the blocks without them
-// (CleanTombstones), and checks that no series of the jobs is left.
+// first moves the jobs' series out of both heads into blocks: the regular
+// compaction, then CompactSelectedSeries, which evicts just those series
+// and leaves other jobs' appends alone, and for series it skips because
+// they hold out-of-order samples, CompactOOOHead and again
+// CompactSelectedSeries. Only then does it write tombstones, which now
+// land on blocks only, rewrite the blocks without the jobs
+// (CleanTombstones) and check that no series of the jobs is left.
 type deleter struct {
 	dir    string
 	logger *slog.Logger
@@ -66,6 +71,13 @@ type deleter struct {
 
 	mu      sync.Mutex
 	records map[string]string // pending job id -> record file name
+	// removed holds jobs whose samples were removed. Prometheus drops a
+	// series emptied by an out-of-order compaction from the head without
+	// a WAL tombstone, and a restart loads its out-of-order chunks back
+	// from the head chunk files as long as the WAL still names the series.
+	// Open checks these jobs and deletes whatever came back. A removed
+	// record is forgotten when the job is written again.
+	removed map[string]string
 	changed chan struct{}     // closed and replaced when jobs leave records
 	view    atomic.Pointer[hiddenJobs]
 
@@ -88,6 +100,9 @@ type hiddenJobs struct {
 type deletionRecord struct {
 	JobID       string `json:"job_id"`
 	RequestedMs int64  `json:"requested_ms"`
+	// RemovedMs is when the samples were removed from disk; 0 while the
+	// deletion is pending. See deleter.removed.
+	RemovedMs int64 `json:"removed_ms,omitempty"`
 }
 
 func newDeleter(dir string, hold <-chan struct{}, logger *slog.Logger, reg prometheus.Registerer) (*deleter, error) {
@@ -96,6 +111,7 @@ func newDeleter(dir string, hold <-chan struct{}, logger *slog.Logger, reg prome
 		logger:  logger,
 		hold:    hold,
 		records: map[string]string{},
+		removed: map[string]string{},
 		changed: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -138,7 +154,11 @@ func newDeleter(dir string, hold <-chan struct{}, logger *slog.Logger, reg prome
 		if err := json.Unmarshal(data, &rec); err != nil || rec.JobID == "" {
 			return nil, fmt.Errorf("read deletion record %q: not a deletion record (%v); move it away to open the store", path, err)
 		}
-		d.records[rec.JobID] = name
+		if rec.RemovedMs != 0 {
+			d.removed[rec.JobID] = name
+		} else {
+			d.records[rec.JobID] = name
+		}
 	}
 	d.publish()
 	return d, nil
@@ -195,6 +215,7 @@ func (d *deleter) add(jobID string, now time.Time) error {
 	}
 	d.mu.Lock()
 	d.records[jobID] = name
+	delete(d.removed, jobID)
 	d.publish()
 	d.mu.Unlock()
 	return nil
@@ -238,6 +259,57 @@ func syncDir(dir string) error {
 	return err
 }
 
+// forget drops the removed record of a job written again. Call with the
+// job's lock held.
+func (d *deleter) forget(jobID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name, ok := d.removed[jobID]
+	if !ok {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(d.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove deletion record of job %q: %w", jobID, err)
+	}
+	delete(d.removed, jobID)
+	return nil
+}
+
+// recheckRemoved hides again, for another cleanup pass, every removed job
+// that has series in the head after the WAL replay of Open.
+func (s *Store) recheckRemoved(ctx context.Context) error {
+	d := s.deletes
+	d.mu.Lock()
+	ids := make([]string, 0, len(d.removed))
+	for id := range d.removed {
+		ids = append(ids, regexp.QuoteMeta(id))
+	}
+	d.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	ir, err := s.db.Head().Index()
+	if err != nil {
+		return fmt.Errorf("open head index: %w", err)
+	}
+	defer ir.Close()
+	back := map[string]struct{}{}
+	vals, err := ir.LabelValues(ctx, LabelJob, nil, labels.MustNewMatcher(labels.MatchRegexp, LabelJob, strings.Join(ids, "|")))
+	if err != nil {
+		return fmt.Errorf("look up removed jobs in the head: %w", err)
+	}
+	for _, v := range vals {
+		back[strings.Clone(v)] = struct{}{}
+	}
+	for id := range back {
+		s.logger.Warn("samples of a deleted job came back with the write-ahead log, deleting them again", "job", id)
+		if err := d.add(id, s.now()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // requestCleanup wakes the cleanup goroutine.
 func (d *deleter) requestCleanup() {
 	select {
@@ -259,7 +331,7 @@ func (d *deleter) snapshot() []string {
 }
 
 // finish drops the records of removed jobs and wakes their waiters.
-func (d *deleter) finish(ids []string) error {
+func (d *deleter) finish(ids []string, now time.Time) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
@@ -268,11 +340,16 @@ func (d *deleter) finish(ids []string) error {
 		if !ok {
 			continue
 		}
-		if err := os.Remove(filepath.Join(d.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove deletion record of job %q: %w", id, err))
+		data, err := json.Marshal(deletionRecord{JobID: id, RemovedMs: now.UnixMilli()})
+		if err == nil {
+			err = writeFileSync(d.dir, name, data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write removal of job %q: %w", id, err))
 			continue
 		}
 		delete(d.records, id)
+		d.removed[id] = name
 		d.deleted.Inc()
 	}
 	if err := syncDir(d.dir); err != nil {
@@ -391,6 +468,10 @@ func (s *Store) lockLive(ctx context.Context, jobID string) (unlock func(), err 
 		}
 		unlock := s.lockJob(jobID)
 		if !s.deletes.hidden(jobID) {
+			if err := s.deletes.forget(jobID); err != nil {
+				unlock()
+				return nil, err
+			}
 			return unlock, nil
 		}
 		unlock() // deleted again in between
@@ -417,6 +498,9 @@ func (s *Store) runDeletes() {
 		case <-retry:
 		}
 		retry = nil
+		if len(d.snapshot()) == 0 {
+			continue
+		}
 		if d.hold != nil {
 			select {
 			case <-d.stop:
@@ -425,9 +509,6 @@ func (s *Store) runDeletes() {
 			}
 		}
 		ids := d.snapshot()
-		if len(ids) == 0 {
-			continue
-		}
 		start := time.Now()
 		if err := s.removeJobs(ctx, ids); err != nil {
 			if ctx.Err() != nil {
@@ -437,7 +518,7 @@ func (s *Store) runDeletes() {
 			retry = time.After(retryDelay)
 			continue
 		}
-		if err := d.finish(ids); err != nil {
+		if err := d.finish(ids, s.now()); err != nil {
 			d.logger.Error("finish deleted jobs", "err", err)
 		}
 		d.logger.Info("removed deleted jobs", "jobs", len(ids), "duration", time.Since(start))
@@ -456,22 +537,15 @@ func (s *Store) removeJobs(ctx context.Context, ids []string) error {
 	// found by the check below and the pass runs again.
 	const attempts = 3
 	for range attempts {
-		if err := s.db.CompactOOOHead(ctx); err != nil {
-			return fmt.Errorf("compact out-of-order head: %w", err)
+		// The regular compaction first: it is safe against concurrent
+		// appends and leaves at most the last few hours in the in-order
+		// head, which the selected compaction below walks in steps of
+		// one block range.
+		if err := s.db.Compact(ctx); err != nil {
+			return fmt.Errorf("compact: %w", err)
 		}
-		refs, err := s.headSeries(ctx, match)
-		if err != nil {
+		if err := s.evictSeries(ctx, match); err != nil {
 			return err
-		}
-		if err := s.db.CompactSelectedSeries(refs); err != nil {
-			return fmt.Errorf("move %d series of deleted jobs out of the head: %w", len(refs), err)
-		}
-		if refs, err = s.headSeries(ctx, match); err != nil {
-			return err
-		}
-		if len(refs) > 0 {
-			// Tombstones on these would hide a later re-import.
-			continue
 		}
 		if err := s.db.Delete(ctx, minTime, maxTime, match); err != nil {
 			return fmt.Errorf("write tombstones: %w", err)
@@ -488,6 +562,77 @@ func (s *Store) removeJobs(ctx context.Context, ids []string) error {
 		}
 	}
 	return fmt.Errorf("series of deleted jobs are still stored after %d attempts", attempts)
+}
+
+// evictSeries moves every head series matching m into blocks and out of
+// the head. CompactSelectedSeries writes a whole-range tombstone for each
+// series it evicts into the WAL, so a restart does not bring them back.
+// It skips series holding out-of-order samples. Those are flushed by
+// CompactOOOHead (which walks the whole out-of-order time span in steps of
+// one block range), but that alone would let the head's garbage collection
+// drop the emptied series silently, and a restart would load its
+// out-of-order chunks back from the head chunk files. So each such series
+// first gets a stale marker as an in-order sample, which keeps it in the
+// head until CompactSelectedSeries evicts it for good; the marker goes
+// with the job's other samples.
+func (s *Store) evictSeries(ctx context.Context, m *labels.Matcher) error {
+	for attempt := 0; ; attempt++ {
+		refs, err := s.headSeries(ctx, m)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(refs) == 0:
+			return nil
+		case attempt == 3:
+			return fmt.Errorf("%d series of deleted jobs stay in the head", len(refs))
+		case attempt > 0:
+			if err := s.markStale(ctx, refs); err != nil {
+				return err
+			}
+			if err := s.db.CompactOOOHead(ctx); err != nil {
+				return fmt.Errorf("compact out-of-order head: %w", err)
+			}
+		}
+		if err := s.db.CompactSelectedSeries(refs); err != nil {
+			return fmt.Errorf("move %d series of deleted jobs out of the head: %w", len(refs), err)
+		}
+	}
+}
+
+// markStale appends a stale marker to each head series just after the
+// newest in-order sample of the head, so that it is in order for all.
+func (s *Store) markStale(ctx context.Context, refs []storage.SeriesRef) error {
+	h := s.db.Head()
+	ir, err := h.Index()
+	if err != nil {
+		return fmt.Errorf("open head index: %w", err)
+	}
+	defer ir.Close()
+	t := h.MaxTime() + 1
+	if h.MaxTime() == math.MinInt64 {
+		t = s.now().UnixMilli()
+	}
+	app := s.db.Appender(ctx)
+	var sb labels.ScratchBuilder
+	var chks []chunks.Meta
+	for _, ref := range refs {
+		if err := ir.Series(ref, &sb, &chks); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				continue // gone meanwhile
+			}
+			_ = app.Rollback()
+			return fmt.Errorf("read head series %d: %w", ref, err)
+		}
+		if _, err := app.Append(0, sb.Labels(), t, math.Float64frombits(value.StaleNaN)); err != nil {
+			_ = app.Rollback()
+			return fmt.Errorf("mark series %s stale: %w", sb.Labels(), err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		return fmt.Errorf("commit stale markers: %w", err)
+	}
+	return nil
 }
 
 // headSeries returns the refs of the head series matching m.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Summary describes one job for listings.
@@ -34,6 +35,9 @@ func (s *Store) JobIDs(ctx context.Context) ([]string, error) {
 	ids, _, err := q.LabelValues(ctx, LabelJob, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list job ids: %w", err)
+	}
+	for i := range ids {
+		ids[i] = strings.Clone(ids[i]) // compaction unmaps the querier's strings
 	}
 	return ids, nil
 }

@@ -101,6 +101,10 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if err := s.recheckRemoved(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
 	go s.runDeletes()
 	dels.requestCleanup() // records left by the last run
 	if s.retention > 0 {
