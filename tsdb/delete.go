@@ -78,7 +78,7 @@ type deleter struct {
 	// Open checks these jobs and deletes whatever came back. A removed
 	// record is forgotten when the job is written again.
 	removed map[string]string
-	changed chan struct{}     // closed and replaced when jobs leave records
+	changed chan struct{} // closed and replaced when jobs leave records
 	view    atomic.Pointer[hiddenJobs]
 
 	kick chan struct{} // buffered: a cleanup pass is wanted
