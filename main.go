@@ -145,7 +145,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.StringVar(&dataDir, "data", "", "store directory (created if missing)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
-	f.DurationVar(&retention, "retention", 0, "drop data older than this, measured from the newest sample (0 keeps everything)")
+	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
 	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 128<<20, "largest request body accepted after decompression")
 	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
