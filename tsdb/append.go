@@ -259,7 +259,7 @@ func (s *Store) existingSamples(ctx context.Context, jobID string, rows []row) (
 		maxt = max(maxt, r.ts[len(r.ts)-1])
 		want[r.ls.String()] = struct{}{}
 	}
-	q, err := s.db.Querier(mint, maxt)
+	q, err := s.querier(mint, maxt) // see store.go
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}

@@ -431,7 +431,7 @@ func (s *Store) hide(ctx context.Context, jobID string, check func() (bool, erro
 
 // hasSeries reports whether the job has a sample at or after fromMs.
 func (s *Store) hasSeries(ctx context.Context, jobID string, fromMs int64) (bool, error) {
-	q, err := s.db.Querier(fromMs, maxTime)
+	q, err := s.querier(fromMs, maxTime)
 	if err != nil {
 		return false, fmt.Errorf("open querier: %w", err)
 	}
@@ -547,7 +547,10 @@ func (s *Store) removeJobs(ctx context.Context, ids []string) error {
 		if err := s.evictSeries(ctx, match); err != nil {
 			return err
 		}
-		if err := s.db.Delete(ctx, minTime, maxTime, match); err != nil {
+		s.queryMu.Lock()
+		err := s.db.Delete(ctx, minTime, maxTime, match)
+		s.queryMu.Unlock()
+		if err != nil {
 			return fmt.Errorf("write tombstones: %w", err)
 		}
 		if err := s.db.CleanTombstones(); err != nil {
@@ -658,7 +661,7 @@ func (s *Store) headSeries(ctx context.Context, m *labels.Matcher) ([]storage.Se
 
 // anySeries reports whether any stored series matches m.
 func (s *Store) anySeries(ctx context.Context, m *labels.Matcher) (bool, error) {
-	q, err := s.db.Querier(minTime, maxTime)
+	q, err := s.querier(minTime, maxTime)
 	if err != nil {
 		return false, fmt.Errorf("open querier: %w", err)
 	}
@@ -673,12 +676,12 @@ func (s *Store) anySeries(ctx context.Context, m *labels.Matcher) (bool, error) 
 
 // hidingQueryable hides pending jobs from every querier of db.
 type hidingQueryable struct {
-	db storage.Queryable
-	d  *deleter
+	s *Store
+	d *deleter
 }
 
 func (h hidingQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	q, err := h.db.Querier(mint, maxt)
+	q, err := h.s.querier(mint, maxt)
 	if err != nil {
 		return nil, err
 	}

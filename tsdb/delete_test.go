@@ -174,7 +174,7 @@ func rawSamples(t *testing.T, q storage.Querier, id string) int {
 
 func rawStoreSamples(t *testing.T, s *Store, id string) int {
 	t.Helper()
-	q, err := s.db.Querier(minTime, maxTime)
+	q, err := s.querier(minTime, maxTime)
 	if err != nil {
 		t.Fatal(err)
 	}

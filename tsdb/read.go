@@ -74,7 +74,7 @@ func (j *Job) window(fromMs, toMs int64) *Job {
 // readJob reads a whole job from the TSDB.
 func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 	const fromMs, toMs = minTime, maxTime
-	q, err := s.db.Querier(minTime, maxTime)
+	q, err := s.querier(minTime, maxTime) // see store.go
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}

@@ -90,7 +90,7 @@ func (s *Store) applyRetention(ctx context.Context) ([]string, error) {
 // jobsSince returns every stored job id, sorted, and the set of those with
 // a sample at or after fromMs.
 func (s *Store) jobsSince(ctx context.Context, fromMs int64) (all []string, recent map[string]struct{}, err error) {
-	q, err := s.db.Querier(minTime, maxTime)
+	q, err := s.querier(minTime, maxTime)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open querier: %w", err)
 	}
@@ -104,7 +104,7 @@ func (s *Store) jobsSince(ctx context.Context, fromMs int64) (all []string, rece
 	}
 	slices.Sort(all)
 
-	rq, err := s.db.Querier(fromMs, maxTime)
+	rq, err := s.querier(fromMs, maxTime)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open querier: %w", err)
 	}

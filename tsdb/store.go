@@ -67,6 +67,11 @@ type Store struct {
 
 	cache *cache
 
+	// queryMu serialises opening queriers (read) with db.Delete (write):
+	// Prometheus's Block.Delete replaces a block's tombstones and meta
+	// without a lock that NewBlockQuerier takes.
+	queryMu sync.RWMutex
+
 	now       func() time.Time
 	retention time.Duration
 	deletes   *deleter
@@ -143,7 +148,7 @@ func (s *Store) Close() error {
 // Queryable exposes the raw series for query engines (PromQL). Series of
 // deleted jobs are hidden from it at once, as from every read of the
 // store.
-func (s *Store) Queryable() storage.Queryable { return hidingQueryable{db: s.db, d: s.deletes} }
+func (s *Store) Queryable() storage.Queryable { return hidingQueryable{s: s, d: s.deletes} }
 
 // Appendable exposes the raw appender for protocols that carry their own
 // labels (Prometheus remote write). Samples of a job being deleted are
@@ -164,6 +169,14 @@ func (s *Store) Compact(ctx context.Context) error {
 		return fmt.Errorf("compact out-of-order head: %w", err)
 	}
 	return nil
+}
+
+// querier opens a querier of the TSDB; every read of the store opens
+// its queriers here (see queryMu).
+func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
+	return s.db.Querier(mint, maxt)
 }
 
 // Invalidate forgets what is cached of a job whose series were written by
