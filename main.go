@@ -120,7 +120,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if maxFutureSkew <= 0 {
 				return fmt.Errorf("--max-future-skew: must be positive, got %s", maxFutureSkew)
 			}
-			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew}, logger, reg)
+			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second}, logger, reg)
 			if err != nil {
 				return fmt.Errorf("--data: %w", err)
 			}
@@ -159,7 +159,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.StringVar(&dataDir, "data", "", "store directory (created if missing)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
-	f.DurationVar(&retention, "retention", 0, "drop data older than this, measured from the newest sample (0 keeps everything)")
+	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
 	f.DurationVar(&maxFutureSkew, "max-future-skew", tsdb.DefaultMaxFutureSkew, "refuse samples further ahead of the server's clock than this")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
 	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 64<<20, "largest request body accepted after decompression (times --max-concurrent-ingest bounds ingest memory)")

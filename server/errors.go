@@ -26,6 +26,10 @@ func badRequest(format string, args ...any) error {
 	return &badRequestError{msg: fmt.Sprintf(format, args...)}
 }
 
+// deletePendingRetryAfter is the Retry-After (seconds) of a write refused
+// because its job's deletion is still being removed from disk.
+const deletePendingRetryAfter = "5"
+
 // errorBody is the JSON error envelope of the Peakline API.
 type errorBody struct {
 	Error string `json:"error"`
@@ -54,6 +58,8 @@ func statusOf(err error) int {
 		return http.StatusUnsupportedMediaType
 	case errors.Is(err, tsdb.ErrJobNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, tsdb.ErrDeletePending):
+		return http.StatusServiceUnavailable // with Retry-After, see handleError
 	case errors.Is(err, context.Canceled):
 		return 499 // client closed request
 	case errors.Is(err, context.DeadlineExceeded):
@@ -72,6 +78,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	code := statusOf(err)
+	if errors.Is(err, tsdb.ErrDeletePending) {
+		c.Response().Header().Set("Retry-After", deletePendingRetryAfter)
+	}
 	msg := err.Error()
 	var he *echo.HTTPError
 	if errors.As(err, &he) {

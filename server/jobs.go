@@ -156,7 +156,9 @@ func decodeJobsCursor(cur string) (tsdb.Span, error) {
 	return tsdb.Span{ID: id, FirstMs: ms}, nil
 }
 
-// deleteJob answers DELETE /api/v1/jobs/{job}.
+// deleteJob answers DELETE /api/v1/jobs/{job}. When it answers, the
+// deletion is durable and the job gone from every API; its samples are
+// removed from disk in the background (tsdb.Store.Delete).
 func (s *Server) deleteJob(c echo.Context) error {
 	id, err := jobParam(c)
 	if err != nil {

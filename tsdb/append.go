@@ -357,7 +357,10 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	}
 	s.compactMu.RLock()
 	defer s.compactMu.RUnlock()
-	unlock := s.lockJobs(jobs)
+	unlock, err := s.lockLive(ctx, jobs) // waits out a pending delete (delete.go)
+	if err != nil {
+		return WriteResult{}, err
+	}
 	defer unlock()
 	defer func() {
 		for _, j := range jobs {
@@ -520,7 +523,7 @@ func (s *Store) existingSamples(ctx context.Context, rows []row) ([]stored, erro
 	if len(order) == 0 {
 		return out, nil
 	}
-	q, err := s.db.Querier(mint, maxt)
+	q, err := s.querier(mint, maxt) // see store.go
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}

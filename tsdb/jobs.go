@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-
-	"github.com/prometheus/prometheus/model/labels"
 )
 
 // Summary describes one job for listings.
@@ -29,7 +27,7 @@ type ResourceSummary struct {
 
 // JobIDs lists the ids of every stored job, sorted.
 func (s *Store) JobIDs(ctx context.Context) ([]string, error) {
-	q, err := s.db.Querier(minTime, maxTime)
+	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}
@@ -118,40 +116,4 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 		return 0, 0
 	}
 	return firstMs, lastMs
-}
-
-// Delete removes every series of a job. It returns ErrJobNotFound when the
-// job has none.
-func (s *Store) Delete(ctx context.Context, jobID string) error {
-	unlock := s.lockJob(jobID)
-	defer unlock()
-	defer s.cache.drop(jobID)
-	q, err := s.db.Querier(minTime, maxTime)
-	if err != nil {
-		return fmt.Errorf("open querier: %w", err)
-	}
-	m := labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID)
-	set := q.Select(ctx, false, nil, m)
-	found := set.Next()
-	err = set.Err()
-	q.Close()
-	if err != nil {
-		return fmt.Errorf("look up job %q: %w", jobID, err)
-	}
-	if !found {
-		return fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
-	}
-	if err := s.db.Delete(ctx, minTime, maxTime, m); err != nil {
-		return fmt.Errorf("delete job %q: %w", jobID, err)
-	}
-	// Head tombstones would also hide samples of a later re-import in the
-	// deleted time range, and do not reach out-of-order head chunks: move
-	// the head into blocks and rewrite them without the job.
-	if err := s.Compact(ctx); err != nil {
-		return fmt.Errorf("delete job %q: %w", jobID, err)
-	}
-	if err := s.db.CleanTombstones(); err != nil {
-		return fmt.Errorf("delete job %q: clean tombstones: %w", jobID, err)
-	}
-	return nil
 }

@@ -39,6 +39,9 @@ type Column struct {
 // written to or deleted, so zooming into a finished job does not decode
 // it again. The returned Job and its slices are shared: read them only.
 func (s *Store) ReadJob(ctx context.Context, jobID string, fromMs, toMs int64) (*Job, error) {
+	if s.hidden(jobID) { // deleted (delete.go)
+		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
+	}
 	job, gen, ok := s.cache.job(jobID)
 	if !ok {
 		var err error
@@ -74,7 +77,7 @@ func (j *Job) window(fromMs, toMs int64) *Job {
 // readJob reads a whole job from the TSDB.
 func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 	const fromMs, toMs = minTime, maxTime
-	q, err := s.db.Querier(minTime, maxTime)
+	q, err := s.querier(minTime, maxTime) // see store.go
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}

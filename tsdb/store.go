@@ -29,20 +29,32 @@ var ErrJobNotFound = errors.New("job not found")
 
 // Options configure a Store.
 type Options struct {
-	// Retention drops blocks whose samples are all older than the newest
-	// sample in the store minus Retention (Prometheus semantics: measured
-	// from the newest data, not the wall clock). Zero keeps everything.
+	// Retention deletes, as Delete does, every job whose newest sample,
+	// task start and event are all older than Now() - Retention, checked
+	// every min(Retention/10, 1h). It is measured against the clock, not
+	// the newest stored sample, so a wrong timestamp in one job cannot
+	// shorten another's life. Zero keeps everything.
 	Retention time.Duration
 	// CacheSamples bounds the samples of whole jobs kept decoded in memory
 	// for repeated graph requests (about 20 bytes each). Zero means
 	// DefaultCacheSamples; negative disables the cache.
 	CacheSamples int
-	// Now is the clock of the admission window (see admit.go); nil
-	// means time.Now.
+	// Now is the clock of the admission window (see admit.go) and of
+	// retention; nil means time.Now.
 	Now func() time.Time
 	// MaxFutureSkew is how far ahead of Now a sample may be. Zero means
 	// DefaultMaxFutureSkew.
 	MaxFutureSkew time.Duration
+	// HoldDeletes, when not nil, holds the removal of deleted jobs from
+	// disk: each cleanup pass first receives from it (or gives up when the
+	// store closes). Tests use it to look at a store between a delete and
+	// its cleanup. Nil removes at once.
+	HoldDeletes <-chan struct{}
+	// DeleteWait bounds how long a write to a job whose deletion is still
+	// being removed from disk waits before it fails with ErrDeletePending
+	// (a server answers 503 with Retry-After). Zero waits as long as the
+	// write's context allows (import into a stopped store).
+	DeleteWait time.Duration
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -72,9 +84,19 @@ type Store struct {
 
 	damage Damage // found by checkDisk at Open (repair.go)
 
+	// queryMu serialises opening queriers (read) with db.Delete (write):
+	// Prometheus's Block.Delete replaces a block's tombstones and meta
+	// without a lock that NewBlockQuerier takes.
+	queryMu sync.RWMutex
+
 	now           func() time.Time
 	maxFutureSkew time.Duration
 	retention     time.Duration
+	deleteWait    time.Duration
+	deletes       *deleter
+	stopOnce      sync.Once
+	stop          chan struct{} // closed by Close: stops retention
+	stopped       sync.WaitGroup
 }
 
 // Open opens (creating if needed) the store in dir. reg may be nil.
@@ -83,7 +105,10 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 		logger = slog.New(slog.DiscardHandler)
 	}
 	o := ptsdb.DefaultOptions()
-	o.RetentionDuration = int64(opts.Retention / time.Millisecond)
+	// Prometheus's own retention is measured from the newest block, so
+	// one far-future sample would drop everything else: retention.go
+	// applies Options.Retention per job against the clock instead.
+	o.RetentionDuration = 0
 	o.OutOfOrderTimeWindow = oooWindow
 	o.EnableOverlappingCompaction = true
 	damage, err := checkDisk(dir, logger, reg)
@@ -94,28 +119,63 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
+	dels, err := newDeleter(dir, opts.HoldDeletes, logger, reg)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
 	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples), damage: damage,
-		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention}
+		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention,
+		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	if s.maxFutureSkew <= 0 {
 		s.maxFutureSkew = DefaultMaxFutureSkew
 	}
+	if err := s.recheckRemoved(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
+	go s.runDeletes()
+	dels.requestCleanup() // records left by the last run
+	if s.retention > 0 {
+		s.stopped.Add(1)
+		go s.runRetention()
+	}
 	return s, nil
 }
 
-// Close flushes and closes the store. Samples acknowledged by Append are
-// already in the write-ahead log; Close also writes the head to disk.
+// hidden reports whether jobID is deleted and its samples not yet removed
+// from disk; reads already act as if it did not exist.
+func (s *Store) hidden(jobID string) bool { return s.deletes.hidden(jobID) }
+
+// Close stops retention and the removal of deleted jobs (a pass under way
+// ends first; records still pending resume at the next Open) and closes
+// the store. Samples acknowledged by Append are already in the
+// write-ahead log. Close may be called more than once.
 func (s *Store) Close() error {
+	first := false
+	s.stopOnce.Do(func() {
+		first = true
+		close(s.stop)
+		close(s.deletes.stop)
+	})
+	if !first {
+		return nil
+	}
+	s.stopped.Wait()
+	<-s.deletes.done
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
 	return nil
 }
 
-// Queryable exposes the raw series for query engines (PromQL).
-func (s *Store) Queryable() storage.Queryable { return s.db }
+// Queryable exposes the raw series for query engines (PromQL). Series of
+// deleted jobs are hidden from it at once, as from every read of the
+// store.
+func (s *Store) Queryable() storage.Queryable { return hidingQueryable{s: s, d: s.deletes} }
 
 // Appendable exposes the raw appender of the TSDB. It skips admission,
 // the duplicate rule and the job cache: only for tests that build a store
@@ -139,6 +199,14 @@ func (s *Store) Compact(ctx context.Context) error {
 		return fmt.Errorf("compact out-of-order head: %w", err)
 	}
 	return nil
+}
+
+// querier opens a querier of the TSDB; every read of the store opens
+// its queriers here (see queryMu).
+func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
+	return s.db.Querier(mint, maxt)
 }
 
 func (s *Store) lockJob(jobID string) func() {
