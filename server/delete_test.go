@@ -26,7 +26,7 @@ import (
 func TestDeleteAnswersBeforeCleanup(t *testing.T) {
 	hold := make(chan struct{})
 	reg := prometheus.NewRegistry()
-	store, err := tsdb.Open(t.TempDir(), tsdb.Options{HoldDeletes: hold}, nil, reg)
+	store, err := tsdb.Open(t.TempDir(), tsdb.Options{HoldDeletes: hold, DeleteWait: 200 * time.Millisecond}, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,7 @@ func TestDeleteAnswersBeforeCleanup(t *testing.T) {
 	del := func(id string) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/api/v1/jobs/"+url.PathEscape(id), nil)
+		req.Header.Set("X-Peakline-CSRF", "1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -301,7 +301,7 @@ func TestWriteRequestMemoryBoundsUnmarshal(t *testing.T) {
 func TestRemoteWriteRefusesAmplifiedBody(t *testing.T) {
 	_, hs, _ := newLimitServer(t, Config{MaxDecodedBytes: 1 << 20})
 	raw := bytes.Repeat([]byte{0x0a, 0x00}, 200_000) // 200,000 empty series in 400 kB
-	code, got, _ := doPost(t, hs.URL+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)), nil)
+	code, got, _ := doPost(t, hs.URL+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)), map[string]string{"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy"})
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(got, "decodes to 400000 bytes that would hold about") || !strings.Contains(got, "serve --max-decoded-bytes") {
 		t.Fatalf("amplified remote write: %d %s, want 413 naming the memory and --max-decoded-bytes", code, got)
 	}

@@ -351,13 +351,14 @@ func TestDeleteSurvivesRestartBeforeCleanup(t *testing.T) {
 	if got := testutil.ToFloat64(s.deletes.pending); got != 3 {
 		t.Fatalf("peakline_delete_pending = %v, want 3", got)
 	}
-	// Remote write is refused too, so nothing slips in behind the record.
-	app := s.Appendable().Appender(ctx)
-	_, err = app.Append(0, labels.FromStrings(labels.MetricName, MetricCPU, LabelJob, "old", LabelCounter, "3"), oldMs, 1)
+	// Remote write (labeled series) is refused too, so nothing slips in
+	// behind the record.
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = s.AppendSeries(wctx, []LabeledSeries{{Labels: labels.FromStrings(labels.MetricName, MetricCPU, LabelJob, "old", LabelCounter, "3", LabelTaskUUID, "u", LabelTask, "t"), Ts: []int64{oldMs}, Vs: []float64{1}}})
+	cancel()
 	if !errors.Is(err, ErrDeletePending) {
 		t.Fatalf("remote-write append to a pending job = %v, want ErrDeletePending", err)
 	}
-	_ = app.Rollback()
 	if err := s.Close(); err != nil { // must not wait for the held cleanup
 		t.Fatal(err)
 	}

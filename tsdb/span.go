@@ -99,7 +99,10 @@ func (s *Store) readSpans(ctx context.Context, m *labels.Matcher) (map[string]Sp
 			sp.LastMs = max(sp.LastMs, meta.MaxTime)
 		}
 		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read chunks of job %q: %w", id, err)
+			// A damaged chunk must not hide every other job: the span
+			// keeps the bounds read so far, and reading the job itself
+			// reports the damage.
+			s.logger.Warn("read chunk bounds of a job", "job", id, "err", err)
 		}
 		if !ok {
 			id = strings.Clone(id)
