@@ -4,6 +4,15 @@ package collector
 // when asked for no limit.
 const DefaultBatchSamples = 50_000
 
+// MaxBatchSeries and MaxBatchTasks are the most series and task records
+// Job.Batches puts in one batch: half the server's defaults
+// (serve --max-batch-series and --max-batch-tasks, 10,000 each), so a
+// job with thousands of tasks imports as several batches, not a 413.
+const (
+	MaxBatchSeries = 5_000
+	MaxBatchTasks  = 5_000
+)
+
 // Batch is one JSON ingest batch (POST /api/v1/ingest) as docs/CONTRACTS.md
 // defines it. Tasks, LastEvent and Series may each be empty; JobID may not.
 type Batch struct {
@@ -23,20 +32,28 @@ func (b *Batch) Samples() int {
 }
 
 // Batches splits j into ingest batches of at most maxSamples samples each
-// (DefaultBatchSamples when maxSamples <= 0), splitting a long series across
-// batches in time order. The first batch carries the tasks and the last
-// event, so the server knows every task before its samples arrive; a job
-// without samples is one batch. The batches share j's slices: don't modify
-// j while they are in use.
+// (DefaultBatchSamples when maxSamples <= 0), MaxBatchSeries series and
+// MaxBatchTasks task records, splitting a long series across batches in
+// time order. The tasks come first (the first batch also carries the last
+// event), so the server knows every task before its samples arrive; a job
+// without samples or tasks is one batch. The batches share j's slices:
+// don't modify j while they are in use.
 func (j *Job) Batches(maxSamples int) []Batch {
 	if maxSamples <= 0 {
 		maxSamples = DefaultBatchSamples
 	}
-	out := []Batch{{JobID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent}}
+	out := []Batch{{JobID: j.ID, LastEvent: j.LastEvent}}
+	tasks := j.Tasks
+	for len(tasks) > MaxBatchTasks {
+		out[len(out)-1].Tasks = tasks[:MaxBatchTasks:MaxBatchTasks]
+		tasks = tasks[MaxBatchTasks:]
+		out = append(out, Batch{JobID: j.ID})
+	}
+	out[len(out)-1].Tasks = tasks
 	room := maxSamples
 	for _, s := range j.Series {
 		for from := 0; from < len(s.Ts); {
-			if room == 0 {
+			if room == 0 || len(out[len(out)-1].Series) == MaxBatchSeries {
 				out = append(out, Batch{JobID: j.ID})
 				room = maxSamples
 			}

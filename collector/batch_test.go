@@ -82,3 +82,49 @@ func TestBatchJSON(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// A job with more tasks and series than one batch may carry is split so
+// that no batch passes MaxBatchTasks or MaxBatchSeries, tasks first, and
+// together the batches hold every task and sample exactly once.
+func TestBatchesSplitTasksAndSeries(t *testing.T) {
+	const tasks = 2*MaxBatchTasks + 7
+	job := &Job{ID: "big", LastEvent: &Event{Counter: 3 * tasks, TimeMs: 9e12}}
+	for i := range tasks {
+		job.Tasks = append(job.Tasks, Task{Counter: int64(3 * (i + 1)), UUID: "u", Name: "t", StartMs: int64(1_000_000 + i)})
+		job.Series = append(job.Series, Series{Resource: "cpu", Counter: int64(3 * (i + 1)), UUID: "u", Task: "t",
+			Ts: []int64{int64(1_000_000 + i)}, Vs: []float64{float64(i)}})
+	}
+	batches := job.Batches(0)
+	var gotTasks, gotSamples int
+	seenSeries := false
+	for i, b := range batches {
+		if len(b.Tasks) > MaxBatchTasks || len(b.Series) > MaxBatchSeries || b.Samples() > DefaultBatchSamples {
+			t.Fatalf("batch %d: %d tasks, %d series, %d samples; limits %d, %d, %d", i, len(b.Tasks), len(b.Series), b.Samples(), MaxBatchTasks, MaxBatchSeries, DefaultBatchSamples)
+		}
+		if (b.LastEvent != nil) != (i == 0) {
+			t.Errorf("batch %d: last event %v, want it in the first batch only", i, b.LastEvent)
+		}
+		if len(b.Tasks) > 0 && seenSeries && len(b.Series) == 0 {
+			t.Errorf("batch %d: tasks after samples", i)
+		}
+		seenSeries = seenSeries || len(b.Series) > 0
+		for k, tk := range b.Tasks {
+			if want := job.Tasks[gotTasks+k]; tk != want {
+				t.Fatalf("batch %d task %d = %+v, want %+v", i, k, tk, want)
+			}
+		}
+		gotTasks += len(b.Tasks)
+		for _, s := range b.Series {
+			if s.Vs[0] != float64(gotSamples) {
+				t.Fatalf("batch %d: sample %v out of order, want %d", i, s.Vs[0], gotSamples)
+			}
+			gotSamples += len(s.Ts)
+		}
+	}
+	if gotTasks != tasks || gotSamples != tasks {
+		t.Fatalf("batches hold %d tasks and %d samples, want %d of each", gotTasks, gotSamples, tasks)
+	}
+	if len(batches) != 5 { // tasks 5000, 5000 and 7 (with the first 5000 series), then 5000 and 7 series
+		t.Fatalf("%d batches, want 5", len(batches))
+	}
+}
