@@ -168,8 +168,8 @@ func checkLabels(r *row, ls labels.Labels) *Refusal {
 		return nil
 	}
 	job := ls.Get(LabelJob)
-	if job == "" || len(job) > MaxJobIDLen {
-		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be 1 to %d bytes", ls, LabelJob, MaxJobIDLen)
+	if job == "" || len(job) > MaxJobIDLen || checkJobID("", job) != nil {
+		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be 1 to %d bytes of printable text", ls, LabelJob, MaxJobIDLen)
 	}
 	if metric == MetricLastEvent {
 		return nil

@@ -73,6 +73,9 @@ func (b *Batch) Validate() error {
 	if err := checkString("job_id", b.JobID, MaxJobIDLen, true); err != nil {
 		return err
 	}
+	if err := checkJobID("job_id", b.JobID); err != nil {
+		return err
+	}
 	for i, t := range b.Tasks {
 		f := fmt.Sprintf("tasks[%d]", i)
 		if t.Counter < 0 {
@@ -136,6 +139,17 @@ func checkString(field, s string, maxLen int, required bool) error {
 		return invalid(field, "is %d bytes long, at most %d allowed", len(s), maxLen)
 	case !utf8.ValidString(s):
 		return invalid(field, "is not valid UTF-8")
+	}
+	return nil
+}
+
+// checkJobID refuses control characters in a job id: it is shown in
+// pages and logs and used in URLs, where they only confuse.
+func checkJobID(field, id string) error {
+	for i, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return invalid(field, "has a control character (%U) at byte %d; job ids are printable text", r, i)
+		}
 	}
 	return nil
 }
