@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/bench/workload"
-	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -26,19 +24,7 @@ import (
 func TestDeleteAnswersBeforeCleanup(t *testing.T) {
 	hold := make(chan struct{})
 	reg := prometheus.NewRegistry()
-	store, err := tsdb.Open(t.TempDir(), tsdb.Options{HoldDeletes: hold, DeleteWait: 200 * time.Millisecond}, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{EventsURL: testEventsURL}, store, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		_ = store.Close()
-	})
+	hs, store := newTestServerWith(t, tsdb.Options{HoldDeletes: hold, DeleteWait: 200 * time.Millisecond}, reg)
 	jobs := map[string]*workload.Job{}
 	for i, id := range []string{"gone", "kept"} {
 		jobs[id] = workload.AnsibleJob(id, workload.JobSpec{Tasks: 3, SamplesPerResource: 400, StartMs: 1796009960000 + int64(i)*3600_000}, int64(i))

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/peakline/peakline/bench/workload"
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
@@ -25,11 +27,22 @@ const testEventsURL = "https://awx.example/api/v2/jobs/{job_id}/job_events/?coun
 // newTestServer serves a fresh on-disk store over real HTTP on loopback.
 func newTestServer(t *testing.T) (*httptest.Server, *tsdb.Store) {
 	t.Helper()
-	store, err := tsdb.Open(t.TempDir(), tsdb.Options{}, nil, nil)
+	return newTestServerWith(t, tsdb.Options{}, nil)
+}
+
+// newTestServerWith is newTestServer with store options and a registry
+// for the store's and the server's metrics (nil for none).
+func newTestServerWith(t *testing.T, opts tsdb.Options, reg *prometheus.Registry) (*httptest.Server, *tsdb.Store) {
+	t.Helper()
+	var storeReg prometheus.Registerer
+	if reg != nil {
+		storeReg = reg
+	}
+	store, err := tsdb.Open(t.TempDir(), opts, nil, storeReg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{EventsURL: testEventsURL}, store, nil, nil)
+	srv, err := server.New(server.Config{EventsURL: testEventsURL}, store, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
