@@ -83,9 +83,6 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
-	if b, _, err := root.Find([]string{"bench"}); err == nil {
-		b.AddCommand(bench.CrashCommand())
-	}
 	return root
 }
 

@@ -1,6 +1,6 @@
 // Package bench measures what Peakline costs next to its peers, side by
 // side in the same run on the same data, and reports every figure as a
-// ratio against the peer: `peakline bench downsample|graph|ingest|soak|series`.
+// ratio against the peer: `peakline bench downsample|graph|ingest|soak|series|crash`.
 //
 // It owns the runs, the peer processes it starts (a Prometheus server and
 // VictoriaMetrics single-node on loopback with temp dirs, see peers.go),
@@ -41,12 +41,13 @@ cost (above 1 is better for Peakline):
   ingest      JSON ingest and remote write vs a Prometheus server and VictoriaMetrics
   soak        many live jobs over HTTP for minutes: lag, latency under load, RSS, lost samples
   series      series churn: head memory per series vs Prometheus and VictoriaMetrics
+  crash       kill -9 of serve under ingest, restart, every acknowledged sample read back
 
 Each prints tables, shows progress on stderr, and writes --json FILE and --svg FILE.
 Prometheus and VictoriaMetrics are run from ./bin (make tools) or PATH.`,
 		SilenceUsage: true,
 	}
-	cmd.AddCommand(downsampleCommand(), graphCommand(), graphOnceCommand(), ingestCommand(), soakCommand(), seriesCommand())
+	cmd.AddCommand(downsampleCommand(), graphCommand(), graphOnceCommand(), ingestCommand(), soakCommand(), seriesCommand(), CrashCommand())
 	return cmd
 }
 
