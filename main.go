@@ -145,8 +145,12 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			logger.Info("serving", "url", base+"/", "data", dataDir)
 			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
 			if ids, err := store.JobIDs(cmd.Context()); err == nil {
-				for _, id := range ids {
+				const shown = 10 // a store of many jobs is listed by the page, not here
+				for _, id := range ids[:min(len(ids), shown)] {
 					fmt.Fprintf(cmd.OutOrStdout(), "peakline: job %s: %s/jobs/%s (graph data: %s/api/v1/jobs/%s/graph)\n", id, base, url.PathEscape(id), base, url.PathEscape(id))
+				}
+				if len(ids) > shown {
+					fmt.Fprintf(cmd.OutOrStdout(), "peakline: and %d more jobs: %s/\n", len(ids)-shown, base)
 				}
 			}
 			return srv.Serve(cmd.Context(), ln)
