@@ -233,7 +233,10 @@ same tree twice stores nothing twice.`,
 					bar := newBar(cmd.ErrOrStderr(), len(batches), "posting "+j.ID)
 					defer bar.Finish()
 					for i := range batches {
-						if err := client.Send(ctx, &batches[i]); err != nil {
+						retrying := func(err error, wait time.Duration) {
+							logger.Warn("import: server asks to retry", "job", j.ID, "batch", i+1, "wait", wait, "err", err)
+						}
+						if err := client.SendPatiently(ctx, &batches[i], 5*time.Minute, retrying); err != nil {
 							var ae *collector.AuthError
 							if errors.As(err, &ae) {
 								return tsdb.AppendResult{}, ae // says all: no batch is taken with this token

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,6 +64,37 @@ func (c *Client) Send(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("send batch of job %q: %w", b.JobID, err)
 	}
 	return nil
+}
+
+// SendPatiently is Send for one-shot clients (import --server): an answer
+// the server asks to retry (408, 425, 429, 5xx, e.g. 503 while the job's
+// deletion is removed from disk) is retried after its Retry-After (at
+// least a second, at most a minute), until ctx ends or patience has
+// passed since the first try; every other error returns at once. onRetry,
+// when set, hears of each wait.
+func (c *Client) SendPatiently(ctx context.Context, b *Batch, patience time.Duration, onRetry func(err error, wait time.Duration)) error {
+	deadline := time.Now().Add(patience)
+	for {
+		err := c.Send(ctx, b)
+		var se *StatusError
+		if err == nil || !errors.As(err, &se) || !retryable(se.StatusCode) {
+			return err
+		}
+		wait := min(max(se.RetryAfter, time.Second), time.Minute)
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%w (still refused after %s)", err, patience)
+		}
+		if onRetry != nil {
+			onRetry(err, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // SendEncoded posts a batch already encoded as gzip-compressed JSON (by

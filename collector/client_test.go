@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // ingestBody is the server's view of a batch, written from
@@ -161,4 +162,45 @@ func TestClientSendErrors(t *testing.T) {
 	if err := c.Send(ctx, &Batch{JobID: "1"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
+}
+
+// SendPatiently retries what the server asks to retry, after its
+// Retry-After, and nothing else.
+func TestClientSendPatiently(t *testing.T) {
+	f := func(name string, answers []int, patience time.Duration, wantRequests, wantRetries int, wantErr string) {
+		t.Helper()
+		var mu sync.Mutex
+		n := 0
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			code := answers[min(n, len(answers)-1)]
+			n++
+			mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(code)
+			_, _ = w.Write([]byte(`{"error":"x"}`))
+		}))
+		defer hs.Close()
+		c := &Client{BaseURL: hs.URL}
+		var waits []time.Duration
+		err := c.SendPatiently(context.Background(), &Batch{JobID: "j"}, patience, func(_ error, w time.Duration) { waits = append(waits, w) })
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%s: %v, want success", name, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%s: error %v, want one containing %q", name, err, wantErr)
+		}
+		if n != wantRequests || len(waits) != wantRetries {
+			t.Errorf("%s: %d requests and %d retries, want %d and %d", name, n, len(waits), wantRequests, wantRetries)
+		}
+		for _, w := range waits {
+			if w != time.Second {
+				t.Errorf("%s: waited %v, want the 1 s of Retry-After", name, w)
+			}
+		}
+	}
+	f("503 then ok", []int{503, 200}, time.Minute, 2, 1, "")
+	f("400 is final", []int{400, 200}, time.Minute, 1, 0, "400 Bad Request")
+	f("401 is final", []int{401, 200}, time.Minute, 1, 0, "401 Unauthorized")
+	f("patience runs out", []int{429}, 1500*time.Millisecond, 2, 1, "still refused after 1.5s")
 }
