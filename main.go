@@ -117,6 +117,12 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if maxFutureSkew <= 0 {
 				return fmt.Errorf("--max-future-skew: must be positive, got %s", maxFutureSkew)
 			}
+			// Listen address, credentials and TLS are checked before the
+			// store is opened: a refusal to start touches no data.
+			wrapListener, err := sec.apply(cmd, listen, &cfg.Security, logger)
+			if err != nil {
+				return err
+			}
 			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second}, logger, reg)
 			if err != nil {
 				return fmt.Errorf("--data: %w", err)
@@ -128,10 +134,6 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			}()
 			cfg.EventsURL = eventsURL
 			cfg.SettingsPath = filepath.Join(dataDir, "settings.json")
-			wrapListener, err := sec.apply(cmd, listen, &cfg.Security, logger)
-			if err != nil {
-				return err
-			}
 			srv, err := server.New(cfg, store, logger, reg)
 			if err != nil {
 				return err
