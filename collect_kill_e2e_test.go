@@ -107,19 +107,7 @@ func TestCollectKilledSpoolResent(t *testing.T) {
 			t.Fatalf("spool holds %d files after a resend with the server up:\n%s", len(left), out)
 		}
 	}
-	stored := func() int {
-		t.Helper()
-		var g graphDoc
-		code, body := s.get(t, "/api/v1/jobs/killed/graph?points=10000")
-		if code != 200 || json.Unmarshal(body, &g) != nil {
-			t.Fatalf("graph: %d %s", code, body)
-		}
-		n := 0
-		for _, sr := range g.Series {
-			n += sr.RawSamples
-		}
-		return n
-	}
+	stored := func() int { return s.rawSamples(t, "killed") }
 	resend()
 	first := stored()
 	for name, body := range bodies {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,22 @@ func (s *served) stop(t *testing.T) {
 		_ = s.cmd.Process.Kill()
 		t.Errorf("serve did not stop within 30s of SIGTERM")
 	}
+}
+
+// rawSamples is the number of samples the server holds of job, over
+// every resource, as its graph payload counts them.
+func (s *served) rawSamples(t *testing.T, job string) int {
+	t.Helper()
+	var g graphDoc
+	code, body := s.get(t, "/api/v1/jobs/"+url.PathEscape(job)+"/graph?points=10000")
+	if code != 200 || json.Unmarshal(body, &g) != nil {
+		t.Fatalf("graph of %s: %d %s", job, code, body)
+	}
+	n := 0
+	for _, sr := range g.Series {
+		n += sr.RawSamples
+	}
+	return n
 }
 
 func (s *served) get(t *testing.T, path string) (int, []byte) {
