@@ -223,12 +223,6 @@ func parseAuthFile(b []byte) (*credentials, error) {
 		return nil, errors.New("no tokens and no users: every request would be refused")
 	}
 	c := &credentials{users: map[string]userEntry{}, cache: map[[sha256.Size]byte]cachedLogin{}}
-	if len(f.Users) > 0 {
-		var err error
-		if c.dummyHash, err = bcrypt.GenerateFromPassword([]byte("unknown user"), bcrypt.DefaultCost); err != nil {
-			return nil, fmt.Errorf("make the unknown-user hash: %w", err)
-		}
-	}
 	seen := map[string]bool{}
 	for i, t := range f.Tokens {
 		where := fmt.Sprintf("tokens[%d]", i)
@@ -277,6 +271,20 @@ func parseAuthFile(b []byte) (*credentials, error) {
 			return nil, fmt.Errorf("%s (%s): %w", where, u.Name, err)
 		}
 		c.users[u.Name] = userEntry{hash: []byte(u.Bcrypt), scopes: s}
+	}
+	if len(f.Users) > 0 {
+		// An unknown user is checked against a hash of the users' highest
+		// cost, so that the time taken does not tell which names exist.
+		cost := bcrypt.MinCost
+		for _, u := range c.users {
+			if uc, err := bcrypt.Cost(u.hash); err == nil {
+				cost = max(cost, uc)
+			}
+		}
+		var err error
+		if c.dummyHash, err = bcrypt.GenerateFromPassword([]byte("unknown user"), cost); err != nil {
+			return nil, fmt.Errorf("make the unknown-user hash: %w", err)
+		}
 	}
 	return c, nil
 }
@@ -389,21 +397,23 @@ func NewAuthenticator(path string, logger *slog.Logger) (*Authenticator, error) 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Authenticator{path: path, logger: logger}
-	if _, err := a.reload(false); err != nil {
+	if _, err := a.reload(false, true); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// Reload reads the file again if it changed. On error the previous
-// credentials stay in force; the error says why.
+// Reload reads the file again (on SIGHUP): whatever its time and size
+// say, its content decides. On error the previous credentials stay in
+// force; the error says why.
 func (a *Authenticator) Reload() error {
-	return a.reloadAndLog(false)
+	return a.reloadAndLog(false, true)
 }
 
-// reloadAndLog is Reload; quiet skips a broken version already logged.
-func (a *Authenticator) reloadAndLog(quiet bool) error {
-	changed, err := a.reload(quiet)
+// reloadAndLog reads the file if it changed (or, with force, always);
+// quiet skips a broken version already logged.
+func (a *Authenticator) reloadAndLog(quiet, force bool) error {
+	changed, err := a.reload(quiet, force)
 	if err != nil {
 		a.logger.Error("auth file not reloaded, keeping the previous one", "path", a.path, "err", err)
 		return err
@@ -414,18 +424,18 @@ func (a *Authenticator) reloadAndLog(quiet bool) error {
 	return nil
 }
 
-func (a *Authenticator) reload(skipFailed bool) (bool, error) {
+func (a *Authenticator) reload(skipFailed, force bool) (bool, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	st, err := os.Stat(a.path)
 	if err != nil {
 		return false, fmt.Errorf("read auth file: %w", err)
 	}
-	if skipFailed && st.ModTime().Equal(a.failed.modTime) && st.Size() == a.failed.size {
+	if !force && skipFailed && st.ModTime().Equal(a.failed.modTime) && st.Size() == a.failed.size {
 		return false, nil
 	}
 	old := a.sig
-	if a.creds != nil && st.ModTime().Equal(old.modTime) && st.Size() == old.size {
+	if !force && a.creds != nil && st.ModTime().Equal(old.modTime) && st.Size() == old.size {
 		return false, nil
 	}
 	b, err := os.ReadFile(a.path)
@@ -461,7 +471,7 @@ func (a *Authenticator) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_ = a.reloadAndLog(true)
+			_ = a.reloadAndLog(true, false)
 		}
 	}
 }
@@ -566,18 +576,37 @@ func (s *Server) authenticate(rules []scopeRule) echo.MiddlewareFunc {
 			}
 			now := s.sec.now()
 			addr := clientAddr(r)
-			if wait := s.sec.limiter.wait(addr, now); wait > 0 {
+			// Failures are counted per address, and for Basic per address
+			// and user name: a client guessing one password locks out only
+			// that name from that address. A valid token is always let
+			// through, so that failures from a shared address (a proxy, a
+			// NAT) cannot lock out the collectors and Grafana behind it;
+			// a password, which can be guessed, is not even checked while
+			// its name is locked.
+			key := addr
+			user, _, basic := r.BasicAuth()
+			if basic {
+				key = addr + " user " + user
+			}
+			refuseLimited := func(wait time.Duration) error {
 				s.sec.authFailures.WithLabelValues(failRateLimited).Inc()
 				secs := max(1, int(math.Ceil(wait.Seconds())))
 				c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 				return echo.NewHTTPError(http.StatusTooManyRequests,
 					fmt.Sprintf("too many failed authentication attempts from %s: retry in %d s", addr, secs))
 			}
+			wait := s.sec.limiter.wait(key, now)
+			if basic && wait > 0 {
+				return refuseLimited(wait)
+			}
 			p, reason := s.cfg.Security.Auth.current().authenticate(r, now)
 			if reason != "" {
+				if wait > 0 {
+					return refuseLimited(wait)
+				}
 				s.sec.authFailures.WithLabelValues(reason).Inc()
 				if reason != failMissing {
-					s.sec.limiter.fail(addr, now)
+					s.sec.limiter.fail(key, now)
 				}
 				if isPageRoute(c.Path()) {
 					c.Response().Header().Set("WWW-Authenticate", `Basic realm="peakline", charset="UTF-8"`)

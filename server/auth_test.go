@@ -90,7 +90,9 @@ func (s *syncBuffer) String() string {
 func newAuthEnv(t *testing.T, sec server.SecurityConfig) *authEnv {
 	t.Helper()
 	env := &authEnv{reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
-	logger := slog.New(slog.NewJSONHandler(env.logs, nil))
+	// At warn level, as an operator may run it: audit lines must still be
+	// written.
+	logger := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if sec.Auth == nil {
 		auth, err := server.NewAuthenticator(writeAuthFile(t, t.TempDir()), logger)
 		if err != nil {
@@ -341,7 +343,9 @@ func authFailures(t *testing.T, reg *prometheus.Registry, reason string) float64
 }
 
 // TestAuthRateLimit: after the burst of failures an address gets 429
-// with Retry-After until its budget refills on the injected clock.
+// with Retry-After until its budget refills on the injected clock; a
+// valid token still passes (a shared address must not lock out the
+// collectors behind it), and a guessed password locks only its user name.
 func TestAuthRateLimit(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -362,16 +366,26 @@ func TestAuthRateLimit(t *testing.T) {
 	f(wrong, 401, "")
 	f(wrong, 401, "")
 	f(wrong, 429, "2")
-	f(bearer(readToken), 429, "2") // even a right token waits: the limit is per address
+	f(bearer(readToken), 200, "") // a right token is never locked out
 	advance(time.Second)
 	f(wrong, 429, "1")
 	advance(time.Second)
 	f(wrong, 401, "")
 	f(wrong, 429, "2")
+
+	guess := func(r *http.Request) { r.SetBasicAuth(userName, "guess") }
+	right := func(r *http.Request) { r.SetBasicAuth(userName, userPass) }
+	other := func(r *http.Request) { r.SetBasicAuth("mallory", "guess") }
+	f(guess, 401, "")
+	f(guess, 401, "")
+	f(guess, 401, "")
+	f(guess, 429, "2")
+	f(right, 429, "2") // a locked name is not checked, so a guess cannot succeed
+	f(other, 401, "")  // another name from the same address is not locked
 	advance(2 * time.Second)
-	f(bearer(readToken), 200, "")
-	if got := authFailures(t, env.reg, "rate_limited"); got != 4 {
-		t.Errorf("rate_limited failures = %v, want 4", got)
+	f(right, 200, "")
+	if got := authFailures(t, env.reg, "rate_limited"); got != 5 {
+		t.Errorf("rate_limited failures = %v, want 5", got)
 	}
 }
 
@@ -410,16 +424,20 @@ func TestAuthFileReload(t *testing.T) {
 		t.Fatalf("reload of a short token: %v", err)
 	}
 	f("second-token-0123456789", 200)
-	// Same size, same modification time, other content: the poll's
-	// cheap check misses it, so a rewrite must move the mtime (editors
-	// and atomic renames do); here it is moved by hand.
+	// Same size, same modification time, other content (as cp -p or
+	// rsync -t leave a file): Reload (SIGHUP) reads the content anyway.
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	write(`tokens: [{name: d, token: "third-token-01234567890", scopes: [read]}]`)
-	if err := os.Chtimes(path, time.Now(), time.Now().Add(time.Hour)); err != nil {
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	if err := auth.Reload(); err != nil {
 		t.Fatal(err)
 	}
+	f("second-token-0123456789", 401)
 	f("third-token-01234567890", 200)
 }
 

@@ -133,6 +133,11 @@ func TestSecurityAudit(t *testing.T) {
 	f("PUT", "/api/v1/templates/7", `{"collection": "default"}`, jsonCT, bearer(adminToken), 200) // frees a place
 	f("PUT", "/api/v1/templates/9", `{"collection": "on"}`, jsonCT, bearer(adminToken), 200)
 	f("GET", "/api/v1/settings", "", nil, bearer(adminToken), 200) // a read: not audited
+	// Neither are methods no route has: they could add lines and metric
+	// series without bound.
+	f("MADEUP", "/api/v1/jobs/j2", "", nil, nil, 401)
+	f("OPTIONS", "/api/v1/settings", "", nil, nil, 401)
+	f("POST", "/api/v1/jobs", "", nil, bearer(adminToken), 405)
 
 	type line struct {
 		Msg, Action, Who, Target, Remote, Outcome string
