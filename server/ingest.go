@@ -8,7 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
@@ -41,12 +43,38 @@ type ingestEvent struct {
 }
 
 type ingestSeries struct {
-	Resource string    `json:"resource"`
-	Counter  int64     `json:"counter"`
-	UUID     string    `json:"uuid"`
-	Task     string    `json:"task"`
-	T        []int64   `json:"t"`
-	V        []float64 `json:"v"`
+	Resource string        `json:"resource"`
+	Counter  int64         `json:"counter"`
+	UUID     string        `json:"uuid"`
+	Task     string        `json:"task"`
+	T        []int64       `json:"t"`
+	V        []sampleValue `json:"v"`
+}
+
+// sampleValue is one value of a series' "v": a JSON number. encoding/json
+// would decode null into a float64 as 0, storing a value nobody sent.
+type sampleValue float64
+
+func (v *sampleValue) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return errNullValue
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("must be a number, got %s", b)
+	}
+	*v = sampleValue(f)
+	return nil
+}
+
+var errNullValue = errors.New("must be a number, got null")
+
+// sampleValues is vs as float64s: the same memory, no copy.
+func sampleValues(vs []sampleValue) []float64 {
+	if len(vs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&vs[0])), len(vs))
 }
 
 // ingestAnswer acknowledges a batch once it is in the write-ahead log.
@@ -120,7 +148,7 @@ func toBatch(in *ingestBatch) *tsdb.Batch {
 		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.Time}
 	}
 	for _, sr := range in.Series {
-		b.Series = append(b.Series, tsdb.SeriesData{Resource: sr.Resource, Counter: sr.Counter, UUID: sr.UUID, Task: sr.Task, Ts: sr.T, Vs: sr.V})
+		b.Series = append(b.Series, tsdb.SeriesData{Resource: sr.Resource, Counter: sr.Counter, UUID: sr.UUID, Task: sr.Task, Ts: sr.T, Vs: sampleValues(sr.V)})
 	}
 	return b
 }

@@ -153,7 +153,7 @@ func FuzzIngestJSON(f *testing.F) {
 			key := b.Labels().String()
 			for i, ts := range sr.T {
 				v, ok := after[key][ts]
-				if !ok || (v != sr.V[i] && ans.Conflicts == 0) {
+				if !ok || (v != float64(sr.V[i]) && ans.Conflicts == 0) {
 					t.Fatalf("accepted body %q: sample %s @%d = %v is stored as %v (present %v)", body, key, ts, sr.V[i], v, ok)
 				}
 			}

@@ -245,7 +245,7 @@ func TestCheckBatchSizeCountsLongerColumn(t *testing.T) {
 	cfg := Config{}
 	cfg.setDefaults()
 	cfg.MaxBatchSamples = 2
-	in := ingestBatch{JobID: "x", Series: []ingestSeries{{Resource: "cpu", T: []int64{1}, V: []float64{1, 2, 3}}}}
+	in := ingestBatch{JobID: "x", Series: []ingestSeries{{Resource: "cpu", T: []int64{1}, V: []sampleValue{1, 2, 3}}}}
 	err := checkBatchSize(&in, cfg)
 	if !errors.Is(err, errTooLarge) || !strings.Contains(err.Error(), "3 samples in one batch, at most 2") {
 		t.Fatalf("checkBatchSize: %v", err)

@@ -399,6 +399,8 @@ func TestBadRequests(t *testing.T) {
 	postErr(`{"job_id": "x", "series": [{"resource": "cpu", "t": ["a"], "v": [1]}]}`, nil, 400, "series.t: must be int64")
 	postErr(`{"job_id": "", "series": []}`, nil, 400, "job_id: is required")
 	postErr(`{"job_id": "a\u001bb", "series": []}`, nil, 400, "job_id: has a control character (U+001B) at byte 1")
+	postErr("{\"job_id\": \"j\xff\", \"series\": []}", nil, 400, "job_id: has an invalid UTF-8 sequence (or U+FFFD) at byte 1")
+	postErr(`{"job_id": "x", "series": [{"resource": "cpu", "t": [1796009960000], "v": [null]}]}`, nil, 400, "must be a number, got null")
 	// Times outside the store's admission window refuse the whole batch
 	// (400: a collector must not retry it), saying what unit they look like.
 	postErr(`{"job_id": "j1", "series": [{"resource": "cpu", "t": [1796009960000, 1796010000000000], "v": [1, 2]}]}`, nil, 400,

@@ -164,10 +164,15 @@ func checkLabels(r *row, ls labels.Labels) *Refusal {
 		return refuse(ReasonLabels, field(), "%s has the label %q twice", ls, name)
 	}
 	metric := ls.Get(labels.MetricName)
+	job := ls.Get(LabelJob)
 	if !isPeaklineMetric(metric) {
+		// Any series with a job id lists that job, so the id must be one
+		// the API can read and delete.
+		if job != "" && (len(job) > MaxJobIDLen || checkJobID("", job) != nil) {
+			return refuse(ReasonLabels, field(), "%s: %s must be at most %d bytes of printable text", ls, LabelJob, MaxJobIDLen)
+		}
 		return nil
 	}
-	job := ls.Get(LabelJob)
 	if job == "" || len(job) > MaxJobIDLen || checkJobID("", job) != nil {
 		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be 1 to %d bytes of printable text", ls, LabelJob, MaxJobIDLen)
 	}

@@ -147,8 +147,13 @@ func checkString(field, s string, maxLen int, required bool) error {
 // pages and logs and used in URLs, where they only confuse.
 func checkJobID(field, id string) error {
 	for i, r := range id {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		switch {
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			return invalid(field, "has a control character (%U) at byte %d; job ids are printable text", r, i)
+		case r == utf8.RuneError:
+			// JSON decoding turns invalid UTF-8 into U+FFFD, which would
+			// merge different ids into one.
+			return invalid(field, "has an invalid UTF-8 sequence (or U+FFFD) at byte %d", i)
 		}
 	}
 	return nil
@@ -395,7 +400,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	for ri, r := range rows {
-		if ri > 0 && ri%commitSeries == 0 {
+		if len(rows) > maxAtomicSeries && ri > 0 && ri%commitSeries == 0 {
 			if err := app.Commit(); err != nil {
 				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
 			}
@@ -442,8 +447,15 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	return res, nil
 }
 
-// commitSeries is how many series one commit of the head holds. A write
-// of more is committed in parts: the Prometheus head's commit costs
+// maxAtomicSeries is the most series a write commits in one transaction,
+// all or nothing, also for readers and across a crash: twice the server's
+// default --max-batch-series, so every batch of a server with default
+// limits is atomic. A larger write (import --data of a huge job, or a
+// raised limit) is committed in parts of commitSeries.
+const maxAtomicSeries = 20_000
+
+// commitSeries is how many series one commit of the head holds in a write
+// of more than maxAtomicSeries: the Prometheus head's commit costs
 // O(n^2) in the out-of-order series it creates (for each one it
 // allocates room for the m-map markers of all before it), so one
 // transaction of 200k series of an old job took minutes and gigabytes;

@@ -169,7 +169,7 @@ func TestAppendManySeriesInParts(t *testing.T) {
 	if _, err := s.Append(ctx, manySeriesBatch("recent", recent, 1)); err != nil {
 		t.Fatal(err)
 	}
-	n := 2*commitSeries + 7
+	n := maxAtomicSeries + commitSeries + 7 // past the atomic limit: committed in parts
 	old := manySeriesBatch("old", testNow.Add(-5*time.Hour).UnixMilli(), n)
 	if res, err := s.Append(ctx, old); err != nil || res != (AppendResult{Samples: n}) {
 		t.Fatalf("append of %d series = %+v, %v", n, res, err)
@@ -183,5 +183,30 @@ func TestAppendManySeriesInParts(t *testing.T) {
 	}
 	if got := len(job.Columns[0].Ts); got != n || len(job.Tasks) != n {
 		t.Fatalf("job has %d cpu samples and %d tasks, want %d of each", got, len(job.Tasks), n)
+	}
+}
+
+// Any series with a job id lists that job, so a metric outside the
+// Peakline schema may not carry an id the API could not read or delete.
+func TestAppendSeriesJobIDOfOtherMetrics(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, t.TempDir(), Options{})
+	recent := testNow.Add(-time.Minute).UnixMilli()
+	f := func(job string, wantErr string) {
+		t.Helper()
+		_, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: labels.FromStrings(labels.MetricName, "node_cpu", LabelJob, job), Ts: []int64{recent}, Vs: []float64{1}}})
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("job_id %q: %v, want it stored", job, err)
+		case wantErr != "" && (err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("job_id %q: %v, want a refusal containing %q", job, err, wantErr)
+		}
+	}
+	f("x\ny", "job_id must be at most 256 bytes of printable text")
+	f(strings.Repeat("j", MaxJobIDLen+1), "job_id must be at most 256 bytes of printable text")
+	f("fine-42", "")
+	ids, err := s.JobIDs(ctx)
+	if err != nil || len(ids) != 1 || ids[0] != "fine-42" {
+		t.Fatalf("job ids = %q, %v; want only fine-42", ids, err)
 	}
 }
