@@ -219,11 +219,15 @@ func checkBlock(bdir string) (*ptsdb.BlockMeta, string, error) {
 	if meta.MinTime > meta.MaxTime {
 		return nil, ReasonMeta, fmt.Errorf("meta.json: minTime %d after maxTime %d", meta.MinTime, meta.MaxTime)
 	}
-	if err := checkIndex(filepath.Join(bdir, "index")); err != nil {
-		return &meta, ReasonIndex, err
-	}
-	if err := checkChunks(filepath.Join(bdir, "chunks")); err != nil {
+	starts, err := checkChunks(filepath.Join(bdir, "chunks"))
+	if err != nil {
 		return &meta, ReasonChunks, err
+	}
+	if err := checkIndex(filepath.Join(bdir, "index"), starts); err != nil {
+		if errors.Is(err, errMissingChunk) {
+			return &meta, ReasonChunks, err
+		}
+		return &meta, ReasonIndex, err
 	}
 	if _, _, err := tombstones.ReadTombstones(bdir); err != nil {
 		return &meta, ReasonTombstones, fmt.Errorf("read tombstones: %w", err)
@@ -231,8 +235,14 @@ func checkBlock(bdir string) (*ptsdb.BlockMeta, string, error) {
 	return &meta, "", nil
 }
 
-// checkIndex opens an index and decodes every series entry in it.
-func checkIndex(path string) error {
+// errMissingChunk marks an index entry whose chunk is not in the chunk
+// files (a truncated or removed file).
+var errMissingChunk = errors.New("chunk missing from the chunk files")
+
+// checkIndex opens an index, decodes every series entry in it and checks
+// that each chunk it refers to starts where checkChunks found a chunk
+// (starts: per chunk file, in name order, the offsets of its chunks).
+func checkIndex(path string, starts [][]int64) error {
 	ir, err := index.NewFileReader(path, index.DecodePostingsRaw)
 	if err != nil {
 		return fmt.Errorf("open index: %w", err)
@@ -251,6 +261,15 @@ func checkIndex(path string) error {
 		if err := ir.Series(p.At(), &builder, &chks); err != nil {
 			return fmt.Errorf("read index series %d: %w", p.At(), err)
 		}
+		for _, c := range chks {
+			seg, off := chunks.BlockChunkRef(c.Ref).Unpack()
+			if seg >= len(starts) {
+				return fmt.Errorf("series %s: %w: chunk file %d of %d", builder.Labels(), errMissingChunk, seg+1, len(starts))
+			}
+			if _, ok := slices.BinarySearch(starts[seg], int64(off)); !ok {
+				return fmt.Errorf("series %s: %w: no chunk at offset %d of chunk file %d", builder.Labels(), errMissingChunk, off, seg+1)
+			}
+		}
 	}
 	if err := p.Err(); err != nil {
 		return fmt.Errorf("read index postings: %w", err)
@@ -265,52 +284,57 @@ const chunksFormatV1 = 1
 
 // checkChunks verifies every chunk file of a block: the segment header
 // and each chunk's CRC32C over its encoding and data (see the Prometheus
-// tsdb/docs/format/chunks.md).
-func checkChunks(dir string) error {
-	entries, err := os.ReadDir(dir)
+// tsdb/docs/format/chunks.md). It returns, per file in name order (the
+// files' index in a chunk reference), the offsets where its chunks start.
+func checkChunks(dir string) ([][]int64, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
-		return fmt.Errorf("read chunks dir: %w", err)
+		return nil, fmt.Errorf("read chunks dir: %w", err)
 	}
 	buf := make([]byte, 0, 1024)
+	var starts [][]int64
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
 		}
-		if err := checkChunkFile(filepath.Join(dir, e.Name()), &buf); err != nil {
-			return fmt.Errorf("chunk file %s: %w", e.Name(), err)
+		offs, err := checkChunkFile(filepath.Join(dir, e.Name()), &buf)
+		if err != nil {
+			return nil, fmt.Errorf("chunk file %s: %w", e.Name(), err)
 		}
+		starts = append(starts, offs)
 	}
-	return nil
+	return starts, nil
 }
 
-func checkChunkFile(path string, buf *[]byte) error {
+func checkChunkFile(path string, buf *[]byte) ([]int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
 	var hdr [chunks.SegmentHeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("read header: %w", err)
+		return nil, fmt.Errorf("read header: %w", err)
 	}
 	if m := binary.BigEndian.Uint32(hdr[:4]); m != chunks.MagicChunks {
-		return fmt.Errorf("bad magic %#x", m)
+		return nil, fmt.Errorf("bad magic %#x", m)
 	}
 	if v := hdr[4]; v != chunksFormatV1 {
-		return fmt.Errorf("bad format version %d", v)
+		return nil, fmt.Errorf("bad format version %d", v)
 	}
 	off := int64(chunks.SegmentHeaderSize)
+	var starts []int64
 	for {
 		n, err := binary.ReadUvarint(r)
 		if errors.Is(err, io.EOF) {
-			return nil
+			return starts, nil
 		}
 		if err != nil {
-			return fmt.Errorf("chunk at %d: read length: %w", off, err)
+			return nil, fmt.Errorf("chunk at %d: read length: %w", off, err)
 		}
 		if n == 0 || n > 1<<30 {
-			return fmt.Errorf("chunk at %d: implausible length %d", off, n)
+			return nil, fmt.Errorf("chunk at %d: implausible length %d", off, n)
 		}
 		size := int(n) + chunks.ChunkEncodingSize + crc32.Size
 		if cap(*buf) < size {
@@ -318,12 +342,13 @@ func checkChunkFile(path string, buf *[]byte) error {
 		}
 		b := (*buf)[:size]
 		if _, err := io.ReadFull(r, b); err != nil {
-			return fmt.Errorf("chunk at %d: truncated: %w", off, err)
+			return nil, fmt.Errorf("chunk at %d: truncated: %w", off, err)
 		}
 		body := b[:size-crc32.Size]
 		if want, got := binary.BigEndian.Uint32(b[size-crc32.Size:]), crc32.Checksum(body, castagnoli); want != got {
-			return fmt.Errorf("chunk at %d: checksum %08x, stored %08x", off, got, want)
+			return nil, fmt.Errorf("chunk at %d: checksum %08x, stored %08x", off, got, want)
 		}
+		starts = append(starts, off)
 		off += int64(uvarintLen(n) + size)
 	}
 }

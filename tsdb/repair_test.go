@@ -416,6 +416,24 @@ func TestQuarantineDamagedBlock(t *testing.T) {
 		}
 		flipByte(t, path, st.Size()/2)
 	})
+	// Cut at a chunk boundary, every chunk left is whole and sound: only
+	// the index's references show what is missing.
+	f(ReasonChunks, func(t *testing.T, block string) {
+		path := filepath.Join(block, "chunks", "000001")
+		var buf []byte
+		starts, err := checkChunkFile(path, &buf)
+		if err != nil || len(starts) == 0 {
+			t.Fatalf("chunk starts %v, %v", starts, err)
+		}
+		if err := os.Truncate(path, starts[len(starts)-1]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	f(ReasonChunks, func(t *testing.T, block string) {
+		if err := os.Remove(filepath.Join(block, "chunks", "000001")); err != nil {
+			t.Fatal(err)
+		}
+	})
 	f(ReasonIndex, func(t *testing.T, block string) {
 		path := filepath.Join(block, "index")
 		st, err := os.Stat(path)
