@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/prometheus/storage"
 
 	"github.com/peakline/peakline/downsample"
 	"github.com/peakline/peakline/tsdb"
@@ -47,9 +46,6 @@ func statusOf(err error) int {
 	case errors.Is(err, errBadRequest), errors.Is(err, tsdb.ErrInvalid),
 		errors.Is(err, downsample.ErrPoints), errors.Is(err, downsample.ErrUnknownAlgorithm):
 		return http.StatusBadRequest
-	case errors.Is(err, storage.ErrOutOfOrderSample), errors.Is(err, storage.ErrOutOfBounds),
-		errors.Is(err, storage.ErrTooOldSample), errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
-		return http.StatusBadRequest // a refusal of the store's head: the sample, not the server
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errBusy):

@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
@@ -47,7 +46,8 @@ const retryDelay = 30 * time.Second
 //  1. Delete writes a small record (deletionsDir/<hash>.json, fsynced)
 //     and adds the job to the pending set. From then on every read path
 //     hides the job (ReadJob, JobIDs and Summaries, Queryable) and every
-//     write path refuses it (Append waits, Appendable fails). Open loads
+//     write (Append and AppendSeries, through writeRows) waits for its
+//     removal or fails with ErrDeletePending. Open loads
 //     the records, so a restart keeps the job hidden.
 //  2. One background goroutine removes the samples of all pending jobs
 //     in one pass, then drops their records.
@@ -744,40 +744,4 @@ func (q hidingQuerier) LabelNames(ctx context.Context, hints *storage.LabelHints
 		ms = append(slices.Clip(ms), v.notIn)
 	}
 	return q.Querier.LabelNames(ctx, hints, ms...)
-}
-
-// refusingAppendable refuses samples of pending jobs.
-type refusingAppendable struct {
-	db storage.Appendable
-	d  *deleter
-}
-
-func (a refusingAppendable) Appender(ctx context.Context) storage.Appender {
-	return refusingAppender{Appender: a.db.Appender(ctx), d: a.d}
-}
-
-type refusingAppender struct {
-	storage.Appender
-	d *deleter
-}
-
-func (a refusingAppender) check(l labels.Labels) error {
-	if id := l.Get(LabelJob); a.d.hidden(id) {
-		return fmt.Errorf("%w: job %q is being deleted, retry when its removal ends", ErrDeletePending, id)
-	}
-	return nil
-}
-
-func (a refusingAppender) Append(ref storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
-	if err := a.check(l); err != nil {
-		return 0, err
-	}
-	return a.Appender.Append(ref, l, t, v)
-}
-
-func (a refusingAppender) AppendHistogram(ref storage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
-	if err := a.check(l); err != nil {
-		return 0, err
-	}
-	return a.Appender.AppendHistogram(ref, l, t, h, fh)
 }
