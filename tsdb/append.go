@@ -209,9 +209,10 @@ func (r *row) field() string {
 
 // Append validates b and stores it in one transaction: either every new
 // sample of the batch is committed to the write-ahead log, or none is
-// (a batch of more than commitSeries series is committed in parts, and
-// an I/O error can leave earlier parts stored). Samples already stored (same series and time) are skipped, so a batch
-// sent twice is stored once. A batch with a time outside the admission
+// (a batch of more than maxAtomicSeries series is committed in parts, and
+// a crash or I/O error can leave earlier parts stored). Samples already
+// stored (same series and time) are skipped, so a batch sent twice is
+// stored once. A batch with a time outside the admission
 // window (see admit.go) is refused whole with a *Refusal.
 func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 	if err := b.Validate(); err != nil {
@@ -233,7 +234,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 
 // AppendSeries stores series that carry their own labels, of any metric,
 // through the same path as Append: one admission, one duplicate rule,
-// one transaction (in parts past commitSeries series), the cache of
+// one transaction (in parts past maxAtomicSeries series), the cache of
 // exactly the touched jobs dropped.
 //
 // A series with bad labels, a time outside the admission window or times
