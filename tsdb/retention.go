@@ -4,13 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // Retention works on whole jobs against the clock: a job whose newest
@@ -60,13 +54,16 @@ func (s *Store) runRetention() {
 // Now() - Retention and returns their ids, sorted.
 func (s *Store) applyRetention(ctx context.Context) ([]string, error) {
 	cutoffMs := s.now().Add(-s.retention).UnixMilli()
-	all, recent, err := s.jobsSince(ctx, cutoffMs)
+	// Spans (chunk bounds, cached per job) pick the candidates; the exact
+	// check under the job's lock decides.
+	spans, err := s.Spans(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var deleted []string
-	for _, id := range all {
-		if _, ok := recent[id]; ok || s.hidden(id) {
+	for _, sp := range spans {
+		id := sp.ID
+		if sp.LastMs >= cutoffMs || s.hidden(id) {
 			continue
 		}
 		// Checked again under the job's lock: a write may have come in.
@@ -85,50 +82,4 @@ func (s *Store) applyRetention(ctx context.Context) ([]string, error) {
 		s.deletes.requestCleanup()
 	}
 	return deleted, nil
-}
-
-// jobsSince returns every stored job id, sorted, and the set of those with
-// a sample at or after fromMs.
-func (s *Store) jobsSince(ctx context.Context, fromMs int64) (all []string, recent map[string]struct{}, err error) {
-	q, err := s.querier(minTime, maxTime)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open querier: %w", err)
-	}
-	defer q.Close()
-	vals, _, err := q.LabelValues(ctx, LabelJob, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list job ids: %w", err)
-	}
-	for _, v := range vals {
-		all = append(all, strings.Clone(v))
-	}
-	slices.Sort(all)
-
-	rq, err := s.querier(fromMs, maxTime)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open querier: %w", err)
-	}
-	defer rq.Close()
-	recent = map[string]struct{}{}
-	set := rq.Select(ctx, false, &storage.SelectHints{Start: fromMs, End: maxTime},
-		labels.MustNewMatcher(labels.MatchRegexp, LabelJob, ".+"))
-	var it chunkenc.Iterator
-	for set.Next() {
-		series := set.At()
-		id := series.Labels().Get(LabelJob)
-		if _, ok := recent[id]; ok {
-			continue
-		}
-		it = series.Iterator(it)
-		if it.Seek(fromMs) != chunkenc.ValNone {
-			recent[strings.Clone(id)] = struct{}{}
-		}
-		if err := it.Err(); err != nil {
-			return nil, nil, fmt.Errorf("read series of job %q: %w", id, err)
-		}
-	}
-	if err := set.Err(); err != nil {
-		return nil, nil, fmt.Errorf("find jobs with samples since %d: %w", fromMs, err)
-	}
-	return all, recent, nil
 }
