@@ -49,8 +49,12 @@ var aggrOverTimeFuncs = map[string]bool{
 	"resets": true, "scrape_interval": true, "stddev_over_time": true, "stdvar_over_time": true,
 	"sum_over_time": true, "sum2_over_time": true, "tfirst_over_time": true, "timestamp": true,
 	"tlast_change_over_time": true, "tlast_over_time": true, "tmax_over_time": true,
-	"tmin_over_time": true, "zscore_over_time": true,
+	"tmin_over_time": true, "zscore_over_time": true, "iqr_over_time": true,
 }
+
+// aggrOverTimeAlias names the function behind an aggr_over_time name
+// that is not a function of its own.
+var aggrOverTimeAlias = map[string]string{"iqr_over_time": "outlier_iqr_over_time"}
 
 // rollupCall translates the MetricsQL rollup functions of rollup.go;
 // ok is false for any other function.
@@ -65,6 +69,31 @@ func (t *translator) rollupCall(fe *metricsql.FuncExpr, name string) (_ parser.E
 		return e, true, err
 	case "aggr_over_time":
 		e, err := t.aggrOverTime(fe)
+		return e, true, err
+	case "histogram_over_time":
+		if len(fe.Args) != 1 {
+			return nil, true, badData("%s: histogram_over_time takes 1 argument, got %d", fe.AppendString(nil), len(fe.Args))
+		}
+		m, err := t.matrixArg(fe.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		inner := &parser.Call{Func: parser.Functions["histogram_over_time"], Args: parser.Expressions{m}}
+		return &parser.Call{Func: parser.Functions["vm_buckets"], Args: parser.Expressions{inner}}, true, nil
+	case "count_values_over_time":
+		lbl, ok := fe.Args[0].(*metricsql.StringExpr)
+		if len(fe.Args) != 2 || !ok {
+			return nil, true, badData("%s: count_values_over_time takes a label name in quotes and a series", fe.AppendString(nil))
+		}
+		m, err := t.matrixArg(fe.Args[1])
+		if err != nil {
+			return nil, true, err
+		}
+		inner := &parser.Call{Func: parser.Functions["count_values_over_time"], Args: parser.Expressions{m}}
+		return &parser.Call{Func: parser.Functions["vm_values"], Args: parser.Expressions{inner, &parser.StringLiteral{Val: lbl.S}}}, true, nil
+	case "timestamp_with_name":
+		// tlast_over_time, keeping the metric name.
+		e, err := t.expr(&metricsql.FuncExpr{Name: "tlast_over_time", Args: fe.Args, KeepMetricNames: true})
 		return e, true, err
 	}
 	d, isRollup := rollupDefs[name]
@@ -132,7 +161,8 @@ func (t *translator) widen(m parser.Expr, silence, shift bool) ([]parser.Expr, e
 		vs := m.VectorSelector.(*parser.VectorSelector)
 		window, offset, at, startOrEnd = &m.Range, &vs.OriginalOffset, vs.Timestamp, vs.StartOrEnd
 	case *parser.SubqueryExpr:
-		window, offset, at, startOrEnd, subquery = &m.Range, &m.OriginalOffset, m.Timestamp, m.StartOrEnd, true
+		window, offset, at, startOrEnd = &m.Range, &m.OriginalOffset, m.Timestamp, m.StartOrEnd
+		subquery = true
 	default:
 		return nil, badData("%s: expected a range vector", m)
 	}
@@ -155,6 +185,12 @@ func (t *translator) widen(m parser.Expr, silence, shift bool) ([]parser.Expr, e
 	if instant == 0 {
 		ahead = vmAhead
 	}
+	// VictoriaMetrics evaluates a subquery a step past the query's end.
+	var past time.Duration
+	if sq, ok := m.(*parser.SubqueryExpr); ok {
+		past = sq.Step
+		ahead = max(ahead, past)
+	}
 	*window = w + back + ahead
 	*offset = off - ahead
 
@@ -171,7 +207,7 @@ func (t *translator) widen(m parser.Expr, silence, shift bool) ([]parser.Expr, e
 	if subquery {
 		first = math.NaN()
 	}
-	last := float64(endMs-off.Milliseconds()) / 1000
+	last := float64(endMs-off.Milliseconds()+past.Milliseconds()) / 1000
 	num := func(v float64) parser.Expr { return &parser.NumberLiteral{Val: v} }
 	return []parser.Expr{num(w.Seconds()), num(ahead.Seconds()), num(first), num(last), num(step.Seconds()), num(instant)}, nil
 }
@@ -274,10 +310,14 @@ func (t *translator) aggrOverTime(fe *metricsql.FuncExpr) (parser.Expr, error) {
 			e   parser.Expr
 			err error
 		)
-		if _, ok := rollupDefs[name]; ok {
+		fn := name
+		if alias, ok := aggrOverTimeAlias[name]; ok {
+			fn = alias
+		}
+		if _, ok := rollupDefs[fn]; ok {
 			// VictoriaMetrics fetches for aggr_over_time as for a function
 			// that needs no samples before the query.
-			e, err = t.rollupFunc(name, fe.Args[1], nil, false)
+			e, err = t.rollupFunc(fn, fe.Args[1], nil, false)
 		} else {
 			e, err = t.call(&metricsql.FuncExpr{Name: name, Args: fe.Args[1:]})
 		}

@@ -554,6 +554,9 @@ func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, erro
 func keepSource(e metricsql.Expr) *metricsql.MetricExpr {
 	switch e := e.(type) {
 	case *metricsql.FuncExpr:
+		if i := metricsql.GetRollupArgIdx(e); i >= 0 && i < len(e.Args) {
+			return nameCarrier(e.Args[i])
+		}
 		fn, ok := parser.Functions[strings.ToLower(e.Name)]
 		if !ok {
 			return nil
