@@ -59,6 +59,14 @@ type vmSpan struct {
 	step            time.Duration
 }
 
+// The metrics of the synthetic samples, for case tables.
+const (
+	vmCPU  = `peakline_cpu_percent`
+	vmMem  = `peakline_memory_bytes`
+	vmPIDs = `peakline_pids`
+	vmReqs = `peakline_test_requests_total` // counters, one with a reset
+)
+
 // vmBase is the end of the synthetic samples (see vmSyntheticSeries).
 var vmBase = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
