@@ -85,6 +85,10 @@ type translator struct {
 	// branches counts the keep_metric_names branches built so far: nested
 	// rewrites over different selectors multiply them.
 	branches int
+	// sqStep is the step of the innermost subquery whose expression is
+	// being translated, 0 outside subqueries: a rollup there is evaluated
+	// at the subquery's steps (see widen).
+	sqStep time.Duration
 }
 
 func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
@@ -201,11 +205,23 @@ func (t *translator) matrixArg(e metricsql.Expr) (parser.Expr, error) {
 		}
 		return t.subquery(e, t.defaultWindow, t.implicitStep())
 	}
-	inner, err := t.expr(e)
+	inner, err := t.inSubquery(t.implicitStep(), e)
 	if err != nil {
 		return nil, err
 	}
 	return &parser.SubqueryExpr{Expr: paren(inner), Range: t.defaultWindow, Step: t.implicitStep()}, nil
+}
+
+// inSubquery translates the expression of a subquery stepping by step
+// (0: the engine's default).
+func (t *translator) inSubquery(step time.Duration, e metricsql.Expr) (parser.Expr, error) {
+	if step <= 0 {
+		step = defaultSubqueryStep
+	}
+	outer := t.sqStep
+	t.sqStep = step
+	defer func() { t.sqStep = outer }()
+	return t.expr(e)
 }
 
 // matrix builds `selector[window]` with the offset and @ of re, if any.
@@ -224,7 +240,7 @@ func (t *translator) matrix(me *metricsql.MetricExpr, re *metricsql.RollupExpr, 
 
 // subquery builds `(inner)[window:step]` with the offset and @ of re.
 func (t *translator) subquery(re *metricsql.RollupExpr, window, step time.Duration) (parser.Expr, error) {
-	inner, err := t.expr(re.Expr)
+	inner, err := t.inSubquery(step, re.Expr)
 	if err != nil {
 		return nil, err
 	}
