@@ -55,9 +55,12 @@ const maxKeepNames = 100
 //     interval from the last 20 samples before the query's end; Peakline
 //     estimates it from the samples around the window, so over series
 //     whose interval varies (jitter of tens of percent) the two may differ
-//     at some steps; and Peakline looks for that sample at most 5m (or
-//     the window, if longer) before the window, for the sample after it
-//     at most 5m past it;
+//     at some steps; and Peakline looks for that sample at most 5m
+//     before the window (more when the step is longer than the window),
+//     for the sample after it at most 5m past it;
+//   - aggr_over_time listing a counter function (rate, increase_pure...)
+//     with others removes counter resets for the counter functions only,
+//     VictoriaMetrics for all of them;
 //   - VictoriaMetrics keeps the metric name for some rollups
 //     (max_over_time, median_over_time, rollup, quantiles_over_time...);
 //     Peakline drops it as Prometheus does, except for first_over_time
