@@ -2,9 +2,13 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // Summary describes one job for listings.
@@ -13,6 +17,7 @@ type Summary struct {
 	FirstMs int64 // first sample or task start
 	LastMs  int64 // last sample or job event
 	Tasks   int
+	Info    JobInfo // template, status, playbook (see JobInfo)
 	// Per resource present, in Resources order.
 	Resources []ResourceSummary
 }
@@ -80,7 +85,7 @@ func (s *Store) Summary(ctx context.Context, jobID string) (Summary, error) {
 
 // Summarize computes the summary of a job read in full.
 func Summarize(job *Job) Summary {
-	sum := Summary{ID: job.ID, Tasks: len(job.Tasks)}
+	sum := Summary{ID: job.ID, Tasks: len(job.Tasks), Info: job.Info}
 	sum.FirstMs, sum.LastMs = job.Span()
 	for _, c := range job.Columns {
 		rs := ResourceSummary{Resource: c.Resource, Samples: len(c.Ts), Peak: math.Inf(-1)}
@@ -95,7 +100,7 @@ func Summarize(job *Job) Summary {
 }
 
 // Span is the first and last time the job shows, in unix ms: task starts
-// and ends, its last event, its first and last samples; 0, 0 for a job
+// and ends, its last event, its info samples, its first and last samples; 0, 0 for a job
 // with none of them. It does not look at every sample.
 func (job *Job) Span() (firstMs, lastMs int64) {
 	firstMs, lastMs = math.MaxInt64, math.MinInt64
@@ -105,6 +110,10 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 	}
 	if job.LastEvent != nil {
 		lastMs = max(lastMs, job.LastEvent.TimeMs)
+	}
+	if job.InfoLastMs != 0 {
+		firstMs = min(firstMs, job.InfoFirstMs)
+		lastMs = max(lastMs, job.InfoLastMs)
 	}
 	for _, c := range job.Columns {
 		if len(c.Ts) > 0 {
@@ -116,4 +125,44 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 		return 0, 0
 	}
 	return firstMs, lastMs
+}
+
+// TemplateJobs lists the ids of the jobs whose info names templateID as
+// their template (the newest template_id of the job, see JobInfo),
+// sorted. It asks the index for the jobs with any info sample of that
+// template, then checks each one's summary (cached), so a job moved to
+// another template later is left out.
+func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, error) {
+	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
+	if err != nil {
+		return nil, fmt.Errorf("open querier: %w", err)
+	}
+	ids, _, err := q.LabelValues(ctx, LabelJob, nil,
+		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo),
+		labels.MustNewMatcher(labels.MatchEqual, LabelTemplateID, templateID))
+	if err != nil {
+		q.Close()
+		return nil, fmt.Errorf("list jobs of template %q: %w", templateID, err)
+	}
+	// Copied: the values point into block memory the querier holds.
+	cands := make([]string, len(ids))
+	for i, id := range ids {
+		cands[i] = strings.Clone(id)
+	}
+	q.Close()
+	out := cands[:0]
+	for _, id := range cands {
+		sum, err := s.Summary(ctx, id)
+		if errors.Is(err, ErrJobNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sum.Info.TemplateID == templateID {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
