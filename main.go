@@ -109,6 +109,9 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if err := server.CheckEventsURL(eventsURL); err != nil {
 				return fmt.Errorf("--events-url: %w", err)
 			}
+			if !(cfg.RegressionFactor >= 1) || math.IsInf(cfg.RegressionFactor, 0) {
+				return fmt.Errorf("--regression-factor: must be a number >= 1, got %v", cfg.RegressionFactor)
+			}
 			if retention < 0 {
 				return fmt.Errorf("--retention: must not be negative, got %s", retention)
 			}
@@ -169,6 +172,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
 	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", 10_000, "most series accepted in one JSON ingest batch")
 	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", 10_000, "most tasks accepted in one JSON ingest batch")
+	f.Float64Var(&cfg.RegressionFactor, "regression-factor", server.DefaultRegressionFactor, "template history: flag a task's value when it is at least this many times the median of the other runs (and beyond their spread and the metric's floor)")
 	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", 4, "ingest requests (JSON and remote write) served at once; more get 429 with Retry-After")
 	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
 	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
