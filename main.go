@@ -50,6 +50,10 @@ func main() {
 			os.Exit(ee.code)
 		}
 		fmt.Fprintln(os.Stderr, "peakline:", err)
+		var ce codedError
+		if errors.As(err, &ce) {
+			os.Exit(ce.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -83,6 +87,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
+	root.AddCommand(regressionsCommand())
 	return root
 }
 

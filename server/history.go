@@ -29,8 +29,16 @@ const (
 // Config.RegressionFactor is 0 (see history.Rule).
 const DefaultRegressionFactor = 1.5
 
-// errNoSuchRun marks a job= that is not a run of the template.
+// errNoSuchRun marks a job= that is not a run of the template; the
+// message of a noSuchRunError says which.
 var errNoSuchRun = errors.New("not a run of the template")
+
+type noSuchRunError struct{ job, template string }
+
+func (e *noSuchRunError) Error() string {
+	return fmt.Sprintf("job: %q is not a run of template %q", e.job, e.template)
+}
+func (e *noSuchRunError) Unwrap() error { return errNoSuchRun }
 
 // templateHistory answers GET /api/v1/templates/{id}/history?last=N[&job=ID]:
 // the template's last N runs (default 20, at most 100) oldest first, or
@@ -75,7 +83,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 	if job := c.QueryParam("job"); job != "" {
 		i := slices.IndexFunc(sums, func(s tsdb.Summary) bool { return s.ID == job })
 		if i < 0 {
-			return fmt.Errorf("%w: job: %q is not a run of template %q", errNoSuchRun, job, id)
+			return &noSuchRunError{job: job, template: id}
 		}
 		end = i + 1
 	}
