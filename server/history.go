@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
+	"weak"
 
 	"github.com/labstack/echo/v4"
 
@@ -95,7 +97,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		runs[i] = historyRun(job, sum)
+		runs[i] = s.runs.get(job, sum)
 		if sum.Info.TemplateName != "" {
 			name = sum.Info.TemplateName // the newest name wins
 		}
@@ -134,12 +136,52 @@ func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks))}
 	for i, t := range job.Tasks {
 		tr := history.TaskRun{Counter: t.Counter, Name: t.Name, Play: t.Play, Role: t.Role, Path: t.Path,
-			StartMs: t.StartMs, EndMs: t.EndMs, Max: stats[i].Max, Mean: stats[i].Mean}
+			StartMs: t.StartMs, EndMs: t.EndMs, Max: history.StatsOf(stats[i].Max), Mean: history.StatsOf(stats[i].Mean)}
 		if cpu != nil {
 			tr.CPUSeconds = cpu[i]
 		}
 		run.Tasks[i] = tr
 	}
+	return run
+}
+
+// runCache keeps the history.Run of each job computed from the *tsdb.Job
+// the store handed out. The store hands out the same *Job for a job read
+// in full until the job is written, deleted or evicted, so an entry is
+// good while the job ReadJob returns is the one it was computed from; a
+// weak pointer tells, without keeping an evicted job in memory. Safe for
+// concurrent use.
+type runCache struct {
+	mu sync.Mutex
+	m  map[string]runEntry
+}
+
+type runEntry struct {
+	job weak.Pointer[tsdb.Job]
+	run history.Run
+}
+
+// maxRunCache bounds the jobs runCache remembers; past it, it starts
+// over.
+const maxRunCache = 4096
+
+func newRunCache() *runCache { return &runCache{m: map[string]runEntry{}} }
+
+// get returns the run of job, computing it on a miss.
+func (c *runCache) get(job *tsdb.Job, sum tsdb.Summary) history.Run {
+	c.mu.Lock()
+	e, ok := c.m[job.ID]
+	c.mu.Unlock()
+	if ok && e.job.Value() == job {
+		return e.run
+	}
+	run := historyRun(job, sum)
+	c.mu.Lock()
+	if len(c.m) >= maxRunCache {
+		clear(c.m)
+	}
+	c.m[job.ID] = runEntry{job: weak.Make(job), run: run}
+	c.mu.Unlock()
 	return run
 }
 
