@@ -65,9 +65,37 @@ func (s *Server) templateHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sums := make([]tsdb.Summary, 0, len(ids))
+	// Order the runs by their spans (chunk bounds, cached): only the runs
+	// of the window are read.
+	spans, err := s.store.Spans(ctx)
+	if err != nil {
+		return err
+	}
+	ofTemplate := make(map[string]bool, len(ids))
 	for _, jid := range ids {
-		sum, err := s.store.Summary(ctx, jid)
+		ofTemplate[jid] = true
+	}
+	runSpans := spans[:0]
+	for _, sp := range spans {
+		if ofTemplate[sp.ID] {
+			runSpans = append(runSpans, sp)
+		}
+	}
+	slices.SortFunc(runSpans, func(a, b tsdb.Span) int {
+		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
+	})
+	end := len(runSpans)
+	if job := c.QueryParam("job"); job != "" {
+		i := slices.IndexFunc(runSpans, func(sp tsdb.Span) bool { return sp.ID == job })
+		if i < 0 {
+			return &noSuchRunError{job: job, template: id}
+		}
+		end = i + 1
+	}
+	runSpans = runSpans[max(0, end-last):end]
+	sums := make([]tsdb.Summary, 0, len(runSpans))
+	for _, sp := range runSpans {
+		sum, err := s.store.Summary(ctx, sp.ID)
 		if errors.Is(err, tsdb.ErrJobNotFound) {
 			continue // deleted since it was listed
 		}
@@ -76,20 +104,6 @@ func (s *Server) templateHistory(c echo.Context) error {
 		}
 		sums = append(sums, sum)
 	}
-	// Runs in start order; a run without samples or tasks (FirstMs 0)
-	// sorts first.
-	slices.SortFunc(sums, func(a, b tsdb.Summary) int {
-		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
-	})
-	end := len(sums)
-	if job := c.QueryParam("job"); job != "" {
-		i := slices.IndexFunc(sums, func(s tsdb.Summary) bool { return s.ID == job })
-		if i < 0 {
-			return &noSuchRunError{job: job, template: id}
-		}
-		end = i + 1
-	}
-	sums = sums[max(0, end-last):end]
 	runs := make([]history.Run, len(sums))
 	name := ""
 	for i, sum := range sums {
