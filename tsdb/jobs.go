@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -130,9 +131,9 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 // TemplateJobs lists the ids of the jobs whose info names templateID as
 // their template (the newest template_id of the job, see JobInfo),
 // sorted. It asks the index for the jobs with any info sample of that
-// template, then reads each one's info series alone (not its samples),
-// so a job moved to another template later is left out. Safe for
-// concurrent use.
+// template, then reads each one's info series alone (not its samples;
+// cached until the job is written or deleted), so a job moved to another
+// template later is left out. Safe for concurrent use.
 func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, error) {
 	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
 	if err != nil {
@@ -146,31 +147,45 @@ func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, 
 	}
 	var out []string
 	for _, id := range ids {
-		var acc infoAcc
-		set := q.Select(ctx, false, nil, isInfo, labels.MustNewMatcher(labels.MatchEqual, LabelJob, id))
-		for set.Next() {
-			ls := set.At().Labels()
-			it := set.At().Iterator(nil)
-			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-				if vt != chunkenc.ValFloat {
-					continue
-				}
-				if t, v := it.At(); finite(v) {
-					acc.add(ls, t, v)
-				}
+		info, tok, ok := s.cache.info(id)
+		if !ok {
+			if info, err = readInfo(ctx, q, id); err != nil {
+				return nil, err
 			}
-			if err := it.Err(); err != nil {
-				return nil, fmt.Errorf("read info of job %q: %w", id, err)
-			}
+			s.cache.putInfo(strings.Clone(id), info, tok)
 		}
-		if err := set.Err(); err != nil {
-			return nil, fmt.Errorf("read info of job %q: %w", id, err)
-		}
-		if acc.info.TemplateID == templateID {
+		if info.TemplateID == templateID {
 			// Copied: the value points into block memory the querier holds.
 			out = append(out, strings.Clone(id))
 		}
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// readInfo reads a job's info from its info series alone.
+func readInfo(ctx context.Context, q storage.Querier, jobID string) (JobInfo, error) {
+	var acc infoAcc
+	set := q.Select(ctx, false, nil,
+		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo),
+		labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID))
+	for set.Next() {
+		ls := set.At().Labels()
+		it := set.At().Iterator(nil)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				continue
+			}
+			if t, v := it.At(); finite(v) {
+				acc.add(ls, t, v) // copies the label values it keeps
+			}
+		}
+		if err := it.Err(); err != nil {
+			return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
+		}
+	}
+	if err := set.Err(); err != nil {
+		return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
+	}
+	return acc.info, nil
 }
