@@ -50,6 +50,10 @@ func main() {
 			os.Exit(ee.code)
 		}
 		fmt.Fprintln(os.Stderr, "peakline:", err)
+		var ce codedError
+		if errors.As(err, &ce) {
+			os.Exit(ce.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -83,6 +87,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
+	root.AddCommand(regressionsCommand())
 	return root
 }
 
@@ -108,6 +113,9 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			}
 			if err := server.CheckEventsURL(eventsURL); err != nil {
 				return fmt.Errorf("--events-url: %w", err)
+			}
+			if !(cfg.RegressionFactor >= 1) || math.IsInf(cfg.RegressionFactor, 0) {
+				return fmt.Errorf("--regression-factor: must be a number >= 1, got %v", cfg.RegressionFactor)
 			}
 			if retention < 0 {
 				return fmt.Errorf("--retention: must not be negative, got %s", retention)
@@ -169,6 +177,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
 	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", 10_000, "most series accepted in one JSON ingest batch")
 	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", 10_000, "most tasks accepted in one JSON ingest batch")
+	f.Float64Var(&cfg.RegressionFactor, "regression-factor", server.DefaultRegressionFactor, "template history: flag a task's value when it is at least this many times the median of the other runs (and beyond their spread and the metric's floor)")
 	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", 4, "ingest requests (JSON and remote write) served at once; more get 429 with Retry-After")
 	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
 	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
@@ -182,7 +191,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 }
 
 func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
-	var dataDir, serverURL, jobID string
+	var dataDir, serverURL, jobID, templateID, templateName string
 	var tc collector.TransportConfig
 	cmd := &cobra.Command{
 		Use:   "import [--data DIR | --server URL] [--job ID] PATH...",
@@ -193,7 +202,12 @@ func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
   - an AWX playbook_profiling/<job_id>/ dir,
 and stores its jobs, either directly in a store (--data, server stopped) or
 by posting ingest batches to a running server (--server). Importing the
-same tree twice stores nothing twice.`,
+same tree twice stores nothing twice.
+
+A runner dir's env/extravars (as AWX writes them: awx_job_id,
+awx_job_template_id, awx_job_template_name, or tower_*) give the job its
+template, and its id when awx_job_id is there; artifacts/<ident>/status
+its status. --job, --template and --template-name override them.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
@@ -214,7 +228,7 @@ same tree twice stores nothing twice.`,
 					return err
 				}
 			}
-			jobs, err := readJobs(cmd.ErrOrStderr(), paths, jobID)
+			jobs, err := readJobs(cmd.ErrOrStderr(), paths, collector.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName})
 			if err != nil {
 				return err
 			}
@@ -263,26 +277,29 @@ same tree twice stores nothing twice.`,
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data", "", "store directory to write directly (the server must be stopped)")
 	f.StringVar(&serverURL, "server", "", "base URL of a running peakline serve to post batches to")
-	f.StringVar(&jobID, "job", "", "job id to store under (default: the runner ident, recap or AWX dir name)")
+	f.StringVar(&jobID, "job", "", "job id to store under (default: awx_job_id of env/extravars, else the runner ident, recap or AWX dir name)")
+	f.StringVar(&templateID, "template", "", "job template id of the jobs (default: awx_job_template_id of env/extravars)")
+	f.StringVar(&templateName, "template-name", "", "job template name of the jobs (default: awx_job_template_name of env/extravars)")
 	clientFlags(f, &tc)
 	return cmd
 }
 
 // readJobs reads every path before anything is stored, with a progress
 // bar over the files.
-func readJobs(stderr io.Writer, paths []string, jobID string) ([]*collector.Job, error) {
-	if jobID != "" && len(paths) > 1 {
+func readJobs(stderr io.Writer, paths []string, opts collector.ReadOptions) ([]*collector.Job, error) {
+	if opts.JobID != "" && len(paths) > 1 {
 		return nil, errors.New("--job: names one job, but several paths were given")
 	}
 	var all []*collector.Job
 	for _, p := range paths {
 		var bar *progressbar.ProgressBar
-		jobs, err := collector.Read(p, collector.ReadOptions{JobID: jobID, Progress: func(done, total int) {
+		opts.Progress = func(done, total int) {
 			if bar == nil {
 				bar = newBar(stderr, total, "reading "+p)
 			}
 			_ = bar.Set(done)
-		}})
+		}
+		jobs, err := collector.Read(p, opts)
 		if bar != nil {
 			_ = bar.Finish()
 		}
@@ -303,9 +320,9 @@ func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
 
 // toBatch converts a job read from disk into one store batch.
 func toBatch(j *collector.Job) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: j.ID}
+	b := &tsdb.Batch{JobID: j.ID, Info: tsdb.JobInfo{TemplateID: j.Info.TemplateID, TemplateName: j.Info.TemplateName, Status: j.Info.Status, Playbook: j.Info.Playbook}}
 	for _, t := range j.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, Play: t.Play, Role: t.Role, Path: t.Path})
 	}
 	if e := j.LastEvent; e != nil {
 		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.TimeMs}
@@ -345,7 +362,7 @@ func report(w io.Writer, j *collector.Job, res tsdb.AppendResult) {
 func collectCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var cfg collector.LiveConfig
 	cmd := &cobra.Command{
-		Use:   "collect --server URL [--job ID] [--template ID] -- COMMAND ARGS... | collect --attach CGROUP --job ID",
+		Use:   "collect --server URL [--job ID] [--template ID] [--template-name NAME] -- COMMAND ARGS... | collect --attach CGROUP --job ID",
 		Short: "Sample a command's (or an existing) cgroup and stream it to a server, task by task",
 		Long: `collect runs COMMAND in a fresh cgroup (v2 where the controllers are
 available, else the v1 cpuacct, memory and pids controllers), samples its CPU,
@@ -389,7 +406,8 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 	f := cmd.Flags()
 	f.StringVar(&cfg.Server, "server", "", "base URL of the peakline serve to stream to")
 	f.StringVar(&cfg.JobID, "job", "", "job id (default: the runner ident, else host-time-pid)")
-	f.StringVar(&cfg.Template, "template", "", "job template id, for the server's collection policy")
+	f.StringVar(&cfg.Template, "template", "", "job template id, for the server's collection policy and sent with the job")
+	f.StringVar(&cfg.TemplateName, "template-name", "", "job template name, sent with the job")
 	f.StringVar(&cfg.EventsDir, "events", "", "job_events directory to follow (found by itself for ansible-runner run)")
 	f.StringVar(&cfg.Ident, "ident", "", "ansible-runner ident whose artifacts to follow")
 	f.StringVar(&cfg.Attach, "attach", "", "sample this existing cgroup instead of running a command")

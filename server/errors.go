@@ -52,7 +52,7 @@ func statusOf(err error) int {
 		return http.StatusTooManyRequests
 	case errors.Is(err, errUnsupportedMedia):
 		return http.StatusUnsupportedMediaType
-	case errors.Is(err, tsdb.ErrJobNotFound):
+	case errors.Is(err, tsdb.ErrJobNotFound), errors.Is(err, errNoSuchRun):
 		return http.StatusNotFound
 	case errors.Is(err, tsdb.ErrDeletePending):
 		return http.StatusServiceUnavailable // with Retry-After, see handleError

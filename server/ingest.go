@@ -28,6 +28,11 @@ type ingestBatch struct {
 	Tasks     []ingestTask   `json:"tasks"`
 	LastEvent *ingestEvent   `json:"last_event"`
 	Series    []ingestSeries `json:"series"`
+	// The job's template and AWX identity (tsdb.JobInfo); each optional.
+	TemplateID   string `json:"template_id"`
+	TemplateName string `json:"template_name"`
+	Status       string `json:"status"`
+	Playbook     string `json:"playbook"`
 }
 
 type ingestTask struct {
@@ -35,6 +40,9 @@ type ingestTask struct {
 	UUID    string `json:"uuid"`
 	Name    string `json:"name"`
 	Start   int64  `json:"start"`
+	Play    string `json:"play"`
+	Role    string `json:"role"`
+	Path    string `json:"task_path"`
 }
 
 type ingestEvent struct {
@@ -140,9 +148,9 @@ func checkBatchSize(in *ingestBatch, cfg Config) error {
 }
 
 func toBatch(in *ingestBatch) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: in.JobID}
+	b := &tsdb.Batch{JobID: in.JobID, Info: tsdb.JobInfo{TemplateID: in.TemplateID, TemplateName: in.TemplateName, Status: in.Status, Playbook: in.Playbook}}
 	for _, t := range in.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start})
+		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start, Play: t.Play, Role: t.Role, Path: t.Path})
 	}
 	if e := in.LastEvent; e != nil {
 		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.Time}

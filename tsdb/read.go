@@ -19,6 +19,13 @@ type Job struct {
 	Tasks     []Task // ordered by start, then counter; EndMs filled in
 	LastEvent *Event // the newest job event seen, if any
 	Columns   []Column
+	// Info holds, per field, the value of the newest job-info sample
+	// where it is set (by sample time, then by the store's clock when
+	// written).
+	Info JobInfo
+	// InfoFirstMs and InfoLastMs are the times of the oldest and newest
+	// job-info samples; 0 when there are none.
+	InfoFirstMs, InfoLastMs int64
 }
 
 // Column holds the samples of one resource as parallel slices.
@@ -59,7 +66,7 @@ func (j *Job) window(fromMs, toMs int64) *Job {
 	if fromMs == minTime && toMs == maxTime {
 		return j
 	}
-	w := &Job{ID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent}
+	w := &Job{ID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent, Info: j.Info, InfoFirstMs: j.InfoFirstMs, InfoLastMs: j.InfoLastMs}
 	for _, c := range j.Columns {
 		lo, _ := slices.BinarySearch(c.Ts, fromMs)
 		hi, found := slices.BinarySearch(c.Ts, toMs)
@@ -105,6 +112,7 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 	}
 	cols := make([]Column, len(Resources))
 	runs := make([][]run, len(Resources))
+	var info infoAcc
 	found := false
 	for set.Next() {
 		found = true
@@ -125,6 +133,15 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 					job.LastEvent = &Event{Counter: int64(v), TimeMs: t}
 				}
 			}
+		case metric == MetricJobInfo:
+			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+				if vt != chunkenc.ValFloat {
+					continue
+				}
+				if t, v := it.At(); finite(v) {
+					info.add(ls, t, v)
+				}
+			}
 		case metric == MetricTaskStart:
 			k, err := keyOf(ls)
 			if err != nil {
@@ -140,6 +157,13 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 					task := getTask(k, ls.Get(LabelTask))
 					task.StartMs = min(task.StartMs, t)
 					task.recorded = true
+					// A record with identity labels wins over one
+					// without (sent by an older writer).
+					if p := ls.Get(LabelTaskPath); p != "" || task.Path == "" {
+						task.Play = strings.Clone(ls.Get(LabelPlay))
+						task.Role = strings.Clone(ls.Get(LabelRole))
+						task.Path = strings.Clone(p)
+					}
 					break
 				}
 			}
@@ -187,6 +211,7 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
 	}
 
+	job.Info, job.InfoFirstMs, job.InfoLastMs = info.result()
 	job.Tasks = orderTasks(tasks, job.LastEvent)
 	index := make(map[taskKey]int32, len(job.Tasks))
 	for i, t := range job.Tasks {
@@ -223,6 +248,39 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 // a Peakline series may hold. Others (stored before writes refused them)
 // are skipped on read, so that summaries and peaks stay finite.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// infoAcc gathers a job's info samples: per field, the newest sample
+// (by time, then value: the store's clock when written) that sets it.
+type infoAcc struct {
+	info            JobInfo
+	at              [4][2]float64 // per field: time, value of the sample that set it
+	set             [4]bool
+	firstMs, lastMs int64
+	seen            bool
+}
+
+func (a *infoAcc) add(ls labels.Labels, t int64, v float64) {
+	if !a.seen {
+		a.firstMs, a.lastMs, a.seen = t, t, true
+	}
+	a.firstMs, a.lastMs = min(a.firstMs, t), max(a.lastMs, t)
+	for i, f := range infoFields(&a.info) {
+		val := ls.Get(f.label)
+		if val == "" {
+			continue
+		}
+		if a.set[i] && (float64(t) < a.at[i][0] || (float64(t) == a.at[i][0] && v <= a.at[i][1])) {
+			continue
+		}
+		*f.val = strings.Clone(val)
+		a.at[i] = [2]float64{float64(t), v}
+		a.set[i] = true
+	}
+}
+
+func (a *infoAcc) result() (JobInfo, int64, int64) {
+	return a.info, a.firstMs, a.lastMs
+}
 
 // taskAcc gathers a task while its series are read.
 type taskAcc struct {
