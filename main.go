@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +92,8 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		maxFutureSkew              time.Duration
 		cfg                        server.Config
 		sec                        serveSecurity
+		rem                        tsdb.Remote
+		remoteCacheTTL             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -102,9 +103,6 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			logger, err := newLogger()
 			if err != nil {
 				return err
-			}
-			if dataDir == "" {
-				return errors.New("--data: a store directory is required")
 			}
 			if err := server.CheckEventsURL(eventsURL); err != nil {
 				return fmt.Errorf("--events-url: %w", err)
@@ -123,28 +121,25 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second}, logger, reg)
-			if err != nil {
-				return fmt.Errorf("--data: %w", err)
-			}
-			defer func() {
-				if err := store.Close(); err != nil {
-					logger.Error("close store", "err", err)
-				}
-			}()
 			cfg.EventsURL = eventsURL
-			cfg.SettingsPath = filepath.Join(dataDir, "settings.json")
-			srv, err := server.New(cfg, store, logger, reg)
+			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
+				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second, CacheTTL: remoteCacheTTL}}, logger, reg)
 			if err != nil {
 				return err
 			}
+			defer func() {
+				if err := srv.Close(); err != nil {
+					logger.Error("close store", "err", err)
+				}
+			}()
+			store := srv.Store()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
 			ln, scheme := wrapListener(ln)
 			base := scheme + "://" + ln.Addr().String()
-			logger.Info("serving", "url", base+"/", "data", dataDir)
+			logger.Info("serving", "url", base+"/", "data", dataDir, "remote_query_url", rem.QueryURL)
 			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
 			if ids, err := store.JobIDs(cmd.Context()); err == nil {
 				const shown = 10 // a store of many jobs is listed by the page, not here
@@ -160,6 +155,10 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data", "", "store directory (created if missing)")
+	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
+	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
+	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
+	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
 	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")

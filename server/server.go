@@ -119,6 +119,7 @@ type Server struct {
 	policy  *policy
 	sec     *security
 	ingests chan struct{} // one token per ingest request being served (limit.go)
+	owned   bool          // the store was opened by Open: Close closes it (open.go)
 }
 
 // New builds a server over store. reg receives the server's own metrics

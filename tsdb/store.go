@@ -17,11 +17,14 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/storage"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/peakline/peakline/tsdb/remote"
 )
 
 // ErrJobNotFound is returned for a job with no stored series.
@@ -55,6 +58,11 @@ type Options struct {
 	// (a server answers 503 with Retry-After). Zero waits as long as the
 	// write's context allows (import into a stopped store).
 	DeleteWait time.Duration
+	// CacheTTL bounds how long a cached job, summary or span is served:
+	// zero keeps them until the job is written or deleted (the embedded
+	// store sees every write); a remote store, whose engine other
+	// replicas write to, uses DefaultRemoteCacheTTL for zero.
+	CacheTTL time.Duration
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -67,8 +75,12 @@ const oooWindow = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 
 // Store is a job store over one TSDB directory.
 type Store struct {
-	db     *ptsdb.DB
-	logger *slog.Logger
+	db     *ptsdb.DB      // nil for a remote store
+	remote *remote.Client // nil for an embedded store (remote.go)
+	// spansFast is 0 while untried, 1 when the remote engine answers
+	// tfirst_over_time, 2 when it does not (remote.go).
+	spansFast atomic.Int32
+	logger    *slog.Logger
 
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
@@ -130,6 +142,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
 	if s.maxFutureSkew <= 0 {
 		s.maxFutureSkew = DefaultMaxFutureSkew
 	}
@@ -166,6 +179,9 @@ func (s *Store) Close() error {
 	}
 	s.stopped.Wait()
 	<-s.deletes.done
+	if s.remote != nil {
+		return nil
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -180,12 +196,20 @@ func (s *Store) Queryable() storage.Queryable { return hidingQueryable{s: s, d: 
 // Appendable exposes the raw appender of the TSDB. It skips admission,
 // the duplicate rule and the job cache: only for tests that build a store
 // of arbitrary series. Every write of a server goes through Append or
-// AppendSeries.
-func (s *Store) Appendable() storage.Appendable { return s.db }
+// AppendSeries. A remote store has none (nil).
+func (s *Store) Appendable() storage.Appendable {
+	if s.db == nil {
+		return nil
+	}
+	return s.db
+}
 
 // Compact compacts the head and out-of-order head into blocks. Used by
 // tests and benchmarks that measure on-disk size. Writes wait while it runs.
 func (s *Store) Compact(ctx context.Context) error {
+	if s.remote != nil {
+		return nil // the engine compacts on its own
+	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	h := s.db.Head()
@@ -204,6 +228,9 @@ func (s *Store) Compact(ctx context.Context) error {
 // querier opens a querier of the TSDB; every read of the store opens
 // its queriers here (see queryMu).
 func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
+	if s.remote != nil {
+		return s.remote.Querier(s.remoteRange(mint, maxt))
+	}
 	s.queryMu.RLock()
 	defer s.queryMu.RUnlock()
 	return s.db.Querier(mint, maxt)

@@ -1,0 +1,440 @@
+package remote
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Reads. Raw samples come from VictoriaMetrics' /api/v1/export where the
+// engine answers it (one streaming request, no query limits), else from
+// an instant query of a range selector, SEL[Dms] at the window's end:
+// range selectors leave out their left edge, so D is one millisecond
+// more than the window. A window the engine refuses as too large is
+// split in halves until it passes (down to minWindowMs).
+
+// minWindowMs is the smallest window a read is split into: one second.
+const minWindowMs = 1000
+
+// Querier returns a querier of [mintMs, maxtMs]. The engine is asked at
+// Select time; nothing is held open.
+func (c *Client) Querier(mintMs, maxtMs int64) (storage.Querier, error) {
+	return &querier{c: c, mint: mintMs, maxt: maxtMs}, nil
+}
+
+// ChunkQuerier returns a chunk querier of [mintMs, maxtMs]: the series
+// of Querier encoded as XOR chunks.
+func (c *Client) ChunkQuerier(mintMs, maxtMs int64) (storage.ChunkQuerier, error) {
+	q, _ := c.Querier(mintMs, maxtMs)
+	return chunkQuerier{q: q}, nil
+}
+
+type chunkQuerier struct{ q storage.Querier }
+
+func (cq chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return storage.NewSeriesSetToChunkSet(cq.q.Select(ctx, sortSeries, hints, ms...))
+}
+
+func (cq chunkQuerier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return cq.q.LabelValues(ctx, name, hints, ms...)
+}
+
+func (cq chunkQuerier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return cq.q.LabelNames(ctx, hints, ms...)
+}
+
+func (cq chunkQuerier) Close() error { return nil }
+
+type querier struct {
+	c          *Client
+	mint, maxt int64
+}
+
+func (q *querier) Close() error { return nil }
+
+// window is the part of [q.mint, q.maxt] hints ask for.
+func (q *querier) window(hints *storage.SelectHints) (int64, int64) {
+	lo, hi := q.mint, q.maxt
+	if hints != nil {
+		lo, hi = max(lo, hints.Start), min(hi, hints.End)
+	}
+	return max(lo, 0), min(hi, math.MaxInt64/2)
+}
+
+// Select reads the series ms select with every sample in the window,
+// sorted by labels whatever sortSeries says. Hints asking for labels only
+// (Func "series") read the series API.
+func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	lo, hi := q.window(hints)
+	if lo > hi {
+		return storage.EmptySeriesSet()
+	}
+	sel := Selector(ms)
+	var all []*series
+	var err error
+	switch {
+	case hints != nil && hints.Func == "series":
+		all, err = q.c.series(ctx, sel, lo, hi)
+	default:
+		all, err = q.c.samples(ctx, sel, lo, hi)
+	}
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{list: q.c.merge(all), i: -1}
+}
+
+// samples reads the raw samples of sel in [loMs, hiMs].
+func (c *Client) samples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	if c.export.Load() != 2 {
+		out, err := c.exportSamples(ctx, sel, loMs, hiMs)
+		if err == nil {
+			c.export.Store(1)
+			return out, nil
+		}
+		if !errors.Is(err, errNoExport) {
+			return nil, err
+		}
+		c.export.Store(2)
+	}
+	return c.rangeSamples(ctx, sel, loMs, hiMs)
+}
+
+var errNoExport = errors.New("no /api/v1/export")
+
+// exportSamples reads VictoriaMetrics' export format: one JSON object
+// per line and series.
+func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := c.post(ctx, "/api/v1/export", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil, errNoExport
+	}
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("export %s: %w", sel, statusError("export", resp.StatusCode, msg))
+	}
+	var out []*series
+	dec := json.NewDecoder(bufio.NewReaderSize(resp.Body, 64<<10))
+	for {
+		var line struct {
+			Metric     map[string]string `json:"metric"`
+			Values     []json.Number     `json:"values"`
+			Timestamps []int64           `json:"timestamps"`
+		}
+		if err := dec.Decode(&line); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: export %s: decode: %v", ErrUnavailable, sel, err)
+		}
+		if len(line.Values) != len(line.Timestamps) {
+			return nil, fmt.Errorf("%w: export %s: %d values for %d timestamps", ErrUnavailable, sel, len(line.Values), len(line.Timestamps))
+		}
+		s := &series{ls: labels.FromMap(line.Metric), ts: line.Timestamps, vs: make([]float64, len(line.Values))}
+		for i, v := range line.Values {
+			if s.vs[i], err = parseValue(string(v)); err != nil {
+				return nil, fmt.Errorf("%w: export %s: %v", ErrUnavailable, sel, err)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// rangeSamples reads sel in [loMs, hiMs] by range selectors, splitting
+// windows the engine refuses as too large.
+func (c *Client) rangeSamples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	out, err := c.rangeQuery(ctx, sel, loMs, hiMs)
+	var ae *apiError
+	if err == nil || !errors.As(err, &ae) || !ae.tooLarge() || hiMs-loMs < minWindowMs {
+		return out, err
+	}
+	mid := loMs + (hiMs-loMs)/2
+	first, err := c.rangeSamples(ctx, sel, loMs, mid)
+	if err != nil {
+		return nil, err
+	}
+	second, err := c.rangeSamples(ctx, sel, mid+1, hiMs)
+	if err != nil {
+		return nil, err
+	}
+	// Windows in time order: merge appends the second after the first.
+	return append(first, second...), nil
+}
+
+// matrix is the data of a range-vector answer.
+type matrix struct {
+	ResultType string `json:"resultType"`
+	Result     []struct {
+		Metric map[string]string `json:"metric"`
+		Values [][2]json.Number  `json:"values"`
+	} `json:"result"`
+}
+
+func (c *Client) rangeQuery(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	expr := fmt.Sprintf("%s[%dms]", sel, hiMs-loMs+1)
+	var m matrix
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}}, &m); err != nil {
+		return nil, fmt.Errorf("read %s: %w", expr, err)
+	}
+	if m.ResultType != "matrix" {
+		return nil, fmt.Errorf("%w: read %s: result type %q, want matrix", ErrUnavailable, expr, m.ResultType)
+	}
+	out := make([]*series, 0, len(m.Result))
+	for _, r := range m.Result {
+		s := &series{ls: labels.FromMap(r.Metric), ts: make([]int64, len(r.Values)), vs: make([]float64, len(r.Values))}
+		for i, p := range r.Values {
+			t, err := parseTime(string(p[0]))
+			if err != nil {
+				return nil, fmt.Errorf("%w: read %s: %v", ErrUnavailable, expr, err)
+			}
+			v, err := parseValue(string(p[1]))
+			if err != nil {
+				return nil, fmt.Errorf("%w: read %s: %v", ErrUnavailable, expr, err)
+			}
+			s.ts[i], s.vs[i] = t, v
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Sample is one value of an instant vector.
+type Sample struct {
+	Labels labels.Labels
+	TMs    int64
+	V      float64
+}
+
+// Query evaluates expr at atMs and returns its instant vector.
+func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, error) {
+	var v struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]json.Number    `json:"value"`
+		} `json:"result"`
+	}
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}}, &v); err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	if v.ResultType != "vector" {
+		return nil, fmt.Errorf("%w: query %s: result type %q, want vector", ErrUnavailable, expr, v.ResultType)
+	}
+	out := make([]Sample, len(v.Result))
+	for i, r := range v.Result {
+		t, err := parseTime(string(r.Value[0]))
+		if err != nil {
+			return nil, err
+		}
+		f, err := parseValue(string(r.Value[1]))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Sample{Labels: labels.FromMap(r.Metric), TMs: t, V: f}
+	}
+	return out, nil
+}
+
+// series reads the label sets of sel in [loMs, hiMs] from the series API.
+func (c *Client) series(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	var data []map[string]string
+	if err := c.api(ctx, "/api/v1/series", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}}, &data); err != nil {
+		return nil, fmt.Errorf("list series %s: %w", sel, err)
+	}
+	out := make([]*series, len(data))
+	for i, m := range data {
+		out[i] = &series{ls: labels.FromMap(m)}
+	}
+	return out, nil
+}
+
+// LabelValues asks the engine for the values of name among the series
+// ms select in the querier's range.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	params := q.labelParams(hints, ms)
+	var vals []string
+	if err := q.c.api(ctx, "/api/v1/label/"+url.PathEscape(name)+"/values", params, &vals); err != nil {
+		return nil, nil, fmt.Errorf("list values of label %s: %w", name, err)
+	}
+	slices.Sort(vals)
+	return vals, nil, nil
+}
+
+// LabelNames asks the engine for the label names of the series ms select.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var names []string
+	if err := q.c.api(ctx, "/api/v1/labels", q.labelParams(hints, ms), &names); err != nil {
+		return nil, nil, fmt.Errorf("list label names: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil, nil
+}
+
+// labelParams are the parameters of the label APIs. The range is always
+// given: VictoriaMetrics answers for the last day only without one.
+func (q *querier) labelParams(hints *storage.LabelHints, ms []*labels.Matcher) url.Values {
+	lo, hi := q.window(nil)
+	p := url.Values{"start": {formatTime(lo)}, "end": {formatTime(hi)}}
+	if len(ms) > 0 {
+		p.Set("match[]", Selector(ms))
+	}
+	if hints != nil && hints.Limit > 0 {
+		p.Set("limit", strconv.Itoa(hints.Limit))
+	}
+	return p
+}
+
+// merge relabels the series read (Config.Relabel), merges those with
+// equal labels and sorts them by labels. Samples of one series end up in
+// strictly increasing time; at a time two of them hold, the later one in
+// all wins.
+func (c *Client) merge(all []*series) []*series {
+	if c.cfg.Relabel != nil {
+		for _, s := range all {
+			s.ls = c.cfg.Relabel(s.ls)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *series) int { return labels.Compare(a.ls, b.ls) })
+	out := all[:0]
+	for _, s := range all {
+		if n := len(out); n > 0 && labels.Equal(out[n-1].ls, s.ls) {
+			out[n-1].ts = append(out[n-1].ts, s.ts...)
+			out[n-1].vs = append(out[n-1].vs, s.vs...)
+			continue
+		}
+		out = append(out, s)
+	}
+	for _, s := range out {
+		s.normalise()
+	}
+	return out
+}
+
+// series is one series read, its samples in memory.
+type series struct {
+	ls labels.Labels
+	ts []int64
+	vs []float64
+}
+
+// normalise sorts the samples by time and keeps the last of those
+// sharing a millisecond.
+func (s *series) normalise() {
+	sorted := true
+	for i := 1; i < len(s.ts); i++ {
+		if s.ts[i] <= s.ts[i-1] {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return
+	}
+	idx := make([]int, len(s.ts))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s.ts[a], s.ts[b]) })
+	ts := make([]int64, 0, len(idx))
+	vs := make([]float64, 0, len(idx))
+	for _, i := range idx {
+		if n := len(ts); n > 0 && ts[n-1] == s.ts[i] {
+			vs[n-1] = s.vs[i]
+			continue
+		}
+		ts, vs = append(ts, s.ts[i]), append(vs, s.vs[i])
+	}
+	s.ts, s.vs = ts, vs
+}
+
+func (s *series) Labels() labels.Labels { return s.ls }
+
+// Iterator walks the float samples held in memory.
+func (s *series) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return storage.NewListSeriesIterator(samples{s})
+}
+
+// samples presents a series' columns as storage.Samples.
+type samples struct{ s *series }
+
+func (x samples) Len() int                { return len(x.s.ts) }
+func (x samples) Get(i int) chunks.Sample { return fpoint{t: x.s.ts[i], f: x.s.vs[i]} }
+
+// fpoint is one float sample.
+type fpoint struct {
+	t int64
+	f float64
+}
+
+func (p fpoint) T() int64                      { return p.t }
+func (p fpoint) ST() int64                     { return 0 }
+func (p fpoint) F() float64                    { return p.f }
+func (p fpoint) H() *histogram.Histogram       { return nil }
+func (p fpoint) FH() *histogram.FloatHistogram { return nil }
+func (p fpoint) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (p fpoint) Copy() chunks.Sample           { return p }
+
+type seriesSet struct {
+	list []*series
+	i    int
+}
+
+func (ss *seriesSet) Next() bool                        { ss.i++; return ss.i < len(ss.list) }
+func (ss *seriesSet) At() storage.Series                { return ss.list[ss.i] }
+func (ss *seriesSet) Err() error                        { return nil }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// parseTime reads the API's time, unix seconds with up to three
+// decimals, as unix ms, exactly (no float rounding).
+func parseTime(s string) (int64, error) {
+	sec, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || len(frac) > 3 {
+		return 0, fmt.Errorf("bad sample time %q", s)
+	}
+	ms := int64(0)
+	if frac != "" {
+		frac += strings.Repeat("0", 3-len(frac))
+		if ms, err = strconv.ParseInt(frac, 10, 64); err != nil {
+			return 0, fmt.Errorf("bad sample time %q", s)
+		}
+	}
+	if strings.HasPrefix(sec, "-") {
+		return n*1000 - ms, nil
+	}
+	return n*1000 + ms, nil
+}
+
+// parseValue reads a sample value as the API writes it ("1.5", "NaN",
+// "+Inf").
+func parseValue(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad sample value %q", s)
+	}
+	return v, nil
+}
