@@ -236,6 +236,17 @@ func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
 	return s.db.Querier(mint, maxt)
 }
 
+// chunkQuerier opens a chunk querier of the TSDB, as querier does; over
+// a remote engine, its series encoded as chunks.
+func (s *Store) chunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	if s.remote != nil {
+		return s.remote.ChunkQuerier(s.remoteRange(mint, maxt))
+	}
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
+	return s.db.ChunkQuerier(mint, maxt)
+}
+
 func (s *Store) lockJob(jobID string) func() {
 	m := &s.appendMu[jobLockIndex(jobID)]
 	m.Lock()

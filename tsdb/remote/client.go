@@ -350,9 +350,8 @@ func Selector(ms []*labels.Matcher) string {
 
 // formatTime renders unix ms as the seconds the API takes.
 func formatTime(ms int64) string {
-	sec, frac := ms/1000, ms%1000
-	if frac < 0 {
-		sec, frac = sec-1, frac+1000
+	if ms < 0 {
+		return "-" + formatTime(-ms)
 	}
-	return fmt.Sprintf("%d.%03d", sec, frac)
+	return fmt.Sprintf("%d.%03d", ms/1000, ms%1000)
 }
