@@ -189,7 +189,6 @@ func startEngine(t *testing.T, bin, readyPath string, args ...string) string {
 	}
 }
 
-
 // TestEngines writes series through an Appender and reads them back
 // through Querier and ChunkQuerier from real engines: VictoriaMetrics
 // (export) and Prometheus with --query.max-samples below one series'
