@@ -6,7 +6,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -123,7 +125,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			}
 			cfg.EventsURL = eventsURL
 			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
-				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second, CacheTTL: remoteCacheTTL}}, logger, reg)
+				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL}}, logger, reg)
 			if err != nil {
 				return err
 			}
@@ -219,13 +221,13 @@ same tree twice stores nothing twice.`,
 			}
 			var sink func(context.Context, *collector.Job) (tsdb.AppendResult, error)
 			if dataDir != "" {
-				store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
+				srv, err := server.Open(server.Setup{DataDir: dataDir}, logger, nil)
 				if err != nil {
-					return fmt.Errorf("--data: %w (is a peakline serve using it? then import with --server)", err)
+					return fmt.Errorf("%w (is a peakline serve using it? then import with --server)", err)
 				}
-				defer store.Close()
+				defer srv.Close()
 				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
-					return store.Append(ctx, toBatch(j))
+					return ingestJob(ctx, srv, j) // the batches --server would post, through the same ingest
 				}
 			} else {
 				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
@@ -300,19 +302,25 @@ func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 }
 
-// toBatch converts a job read from disk into one store batch.
-func toBatch(j *collector.Job) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: j.ID}
-	for _, t := range j.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+// ingestJob stores a job read from disk as the ingest batches import
+// --server would post, through the server's own ingest (server.Ingest).
+func ingestJob(ctx context.Context, srv *server.Server, j *collector.Job) (tsdb.AppendResult, error) {
+	var sum tsdb.AppendResult
+	for i, b := range j.Batches(srv.MaxBatchSamples()) {
+		body, err := json.Marshal(&b)
+		if err != nil {
+			return sum, fmt.Errorf("encode batch %d: %w", i+1, err)
+		}
+		res, err := srv.Ingest(ctx, bytes.NewReader(body))
+		if err != nil {
+			return sum, err
+		}
+		sum.Samples += res.Samples
+		sum.Tasks += res.Tasks
+		sum.Duplicates += res.Duplicates
+		sum.Conflicts += res.Conflicts
 	}
-	if e := j.LastEvent; e != nil {
-		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.TimeMs}
-	}
-	for _, s := range j.Series {
-		b.Series = append(b.Series, tsdb.SeriesData{Resource: s.Resource, Counter: s.Counter, UUID: s.UUID, Task: s.Task, Ts: s.Ts, Vs: s.Vs})
-	}
-	return b
+	return sum, nil
 }
 
 // report prints what an import stored for one job.
