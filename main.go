@@ -96,6 +96,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		sec                        serveSecurity
 		rem                        tsdb.Remote
 		remoteCacheTTL             time.Duration
+		remoteHeaders              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -124,6 +125,9 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 				return err
 			}
 			cfg.EventsURL = eventsURL
+			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
+				return err
+			}
 			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
 				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL}}, logger, reg)
 			if err != nil {
@@ -160,6 +164,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
 	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
 	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
+	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
 	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
@@ -300,6 +305,19 @@ func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
 	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+// parseHeaders reads --remote-header values, "Name: value" each.
+func parseHeaders(vals []string) (http.Header, error) {
+	h := http.Header{}
+	for _, v := range vals {
+		name, val, ok := strings.Cut(v, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("--remote-header: must be 'Name: value', got %q", v)
+		}
+		h.Add(name, strings.TrimSpace(val))
+	}
+	return h, nil
 }
 
 // ingestJob stores a job read from disk as the ingest batches import
