@@ -197,7 +197,7 @@ type matrix struct {
 func (c *Client) rangeQuery(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
 	expr := fmt.Sprintf("%s[%dms]", sel, hiMs-loMs+1)
 	var m matrix
-	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}}, &m); err != nil {
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}, "nocache": {"1"}}, &m); err != nil {
 		return nil, fmt.Errorf("read %s: %w", expr, err)
 	}
 	if m.ResultType != "matrix" {
@@ -229,7 +229,11 @@ type Sample struct {
 	V      float64
 }
 
-// Query evaluates expr at atMs and returns its instant vector.
+// Query evaluates expr at atMs and returns its instant vector. Like every
+// query of the client it asks VictoriaMetrics not to answer from its
+// rollup cache (nocache=1, which other engines ignore): that cache is
+// documented not to see samples written later with old times, as an
+// import of an old job writes them.
 func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, error) {
 	var v struct {
 		ResultType string `json:"resultType"`
@@ -238,7 +242,7 @@ func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, 
 			Value  [2]json.Number    `json:"value"`
 		} `json:"result"`
 	}
-	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}}, &v); err != nil {
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}, "nocache": {"1"}}, &v); err != nil {
 		return nil, fmt.Errorf("query %s: %w", expr, err)
 	}
 	if v.ResultType != "vector" {
