@@ -134,6 +134,10 @@ func (s *Store) remoteRange(mint, maxt int64) (int64, int64) {
 // kind with labels of its own adds them here.
 var schemaLabels = map[string]bool{
 	labels.MetricName: true, LabelJob: true, LabelCounter: true, LabelTaskUUID: true, LabelTask: true,
+	// A task's identity across runs of a template, and the job info
+	// series (the job's template and AWX fields).
+	"play": true, "role": true, "task_path": true,
+	"template_id": true, "template_name": true, "status": true, "playbook": true,
 }
 
 // schemaOnly drops labels outside schemaLabels from a Peakline series.
