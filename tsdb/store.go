@@ -77,8 +77,8 @@ const oooWindow = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 type Store struct {
 	db     *ptsdb.DB      // nil for a remote store
 	remote *remote.Client // nil for an embedded store (remote.go)
-	// spansFast is 0 while untried, 1 when the remote engine answers
-	// tfirst_over_time, 2 when it does not (remote.go).
+	// spansFast is 0 while untried, k+1 when the remote engine answers
+	// spanFuncs[k], -1 when it answers none (remote.go).
 	spansFast atomic.Int32
 	logger    *slog.Logger
 
