@@ -101,7 +101,7 @@ func TestWriteRetries(t *testing.T) {
 		defer srv.Close()
 		var waits []time.Duration
 		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3,
-			Header: http.Header{"X-Scope-Orgid": {"peakline"}},
+			Header:     http.Header{"X-Scope-Orgid": {"peakline"}},
 			MinBackoff: time.Second, MaxBackoff: 2 * time.Second,
 			Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
 		if err != nil {
