@@ -142,7 +142,7 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 	for {
 		var line struct {
 			Metric     map[string]string `json:"metric"`
-			Values     []json.Number     `json:"values"`
+			Values     []float64         `json:"values"`
 			Timestamps []int64           `json:"timestamps"`
 		}
 		if err := dec.Decode(&line); errors.Is(err, io.EOF) {
@@ -153,13 +153,7 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 		if len(line.Values) != len(line.Timestamps) {
 			return nil, fmt.Errorf("%w: export %s: %d values for %d timestamps", ErrUnavailable, sel, len(line.Values), len(line.Timestamps))
 		}
-		s := &series{ls: labels.FromMap(line.Metric), ts: line.Timestamps, vs: make([]float64, len(line.Values))}
-		for i, v := range line.Values {
-			if s.vs[i], err = parseValue(string(v)); err != nil {
-				return nil, fmt.Errorf("%w: export %s: %v", ErrUnavailable, sel, err)
-			}
-		}
-		out = append(out, s)
+		out = append(out, &series{ls: labels.FromMap(line.Metric), ts: line.Timestamps, vs: line.Values})
 	}
 	return out, nil
 }
