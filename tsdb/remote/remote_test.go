@@ -300,3 +300,27 @@ func TestEngines(t *testing.T) {
 		})
 	}
 }
+
+// parseExportLine reads export lines as encoding/json does, by hand or
+// (another shape) through encoding/json, and refuses a broken one.
+func TestParseExportLine(t *testing.T) {
+	f := func(line, wantLabels string, wantTs []int64, wantVs []float64) {
+		t.Helper()
+		s, err := parseExportLine([]byte(line))
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if s.ls.String() != wantLabels || !slices.Equal(s.ts, wantTs) || !slices.Equal(s.vs, wantVs) {
+			t.Fatalf("%s: %s %v %v, want %s %v %v", line, s.ls, s.ts, s.vs, wantLabels, wantTs, wantVs)
+		}
+	}
+	f(`{"metric":{"__name__":"peakline_pids","task":"a,\"values\":[1]"},"values":[1,2.5,1e-7,-3],"timestamps":[1,2,3,4]}`+"\n",
+		`{__name__="peakline_pids", task="a,\"values\":[1]"}`, []int64{1, 2, 3, 4}, []float64{1, 2.5, 1e-7, -3})
+	f(`{"metric":{"job_id":"1"},"values":[],"timestamps":[]}`, `{job_id="1"}`, []int64{}, []float64{})
+	f(`{"timestamps":[5],"metric":{"job_id":"1"},"values":[0.5]}`, `{job_id="1"}`, []int64{5}, []float64{0.5})
+	for _, bad := range []string{`{"metric":{},"values":[1,2],"timestamps":[1]}`, `{"metric":{},"values":[x],"timestamps":[1]}`, `not json`} {
+		if s, err := parseExportLine([]byte(bad)); err == nil {
+			t.Errorf("%s: took it as %v", bad, s)
+		}
+	}
+}
