@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -71,14 +72,18 @@ func (q *querier) window(hints *storage.SelectHints) (int64, int64) {
 // sorted by labels whatever sortSeries says. Hints asking for labels only
 // (Func "series") read the series API.
 func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	return storage.NewSeriesSetFromChunkSeriesSet(q.selectChunks(ctx, hints, ms))
+	list, err := q.selectSeries(ctx, hints, ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{list: list, i: -1}
 }
 
-// selectChunks reads what Select returns, as chunks.
-func (q *querier) selectChunks(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) storage.ChunkSeriesSet {
+// selectSeries reads the series Select returns.
+func (q *querier) selectSeries(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
 	lo, hi := q.window(hints)
 	if lo > hi {
-		return storage.EmptyChunkSeriesSet()
+		return nil, nil
 	}
 	sel := Selector(ms)
 	var all []*series
@@ -90,9 +95,17 @@ func (q *querier) selectChunks(ctx context.Context, hints *storage.SelectHints, 
 		all, err = q.c.samples(ctx, sel, lo, hi)
 	}
 	if err != nil {
+		return nil, err
+	}
+	return q.c.merge(all), nil
+}
+
+// selectChunks reads what Select returns, as chunks.
+func (q *querier) selectChunks(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) storage.ChunkSeriesSet {
+	list, err := q.selectSeries(ctx, hints, ms)
+	if err != nil {
 		return storage.ErrChunkSeriesSet(err)
 	}
-	list := q.c.merge(all)
 	out := make([]storage.ChunkSeries, len(list))
 	for i, s := range list {
 		chks, err := s.chunks()
@@ -470,6 +483,43 @@ func (s *series) chunks() ([]chunks.Meta, error) {
 	}
 	return out, nil
 }
+
+func (s *series) Labels() labels.Labels { return s.ls }
+
+// Iterator walks the float samples held in memory.
+func (s *series) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return storage.NewListSeriesIterator(samples{s})
+}
+
+// samples presents a series' columns as storage.Samples.
+type samples struct{ s *series }
+
+func (x samples) Len() int                { return len(x.s.ts) }
+func (x samples) Get(i int) chunks.Sample { return fpoint{t: x.s.ts[i], f: x.s.vs[i]} }
+
+// fpoint is one float sample.
+type fpoint struct {
+	t int64
+	f float64
+}
+
+func (p fpoint) T() int64                      { return p.t }
+func (p fpoint) ST() int64                     { return 0 }
+func (p fpoint) F() float64                    { return p.f }
+func (p fpoint) H() *histogram.Histogram       { return nil }
+func (p fpoint) FH() *histogram.FloatHistogram { return nil }
+func (p fpoint) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (p fpoint) Copy() chunks.Sample           { return p }
+
+type seriesSet struct {
+	list []*series
+	i    int
+}
+
+func (ss *seriesSet) Next() bool                        { ss.i++; return ss.i < len(ss.list) }
+func (ss *seriesSet) At() storage.Series                { return ss.list[ss.i] }
+func (ss *seriesSet) Err() error                        { return nil }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
 
 type chunkSeriesSet struct {
 	list []storage.ChunkSeries

@@ -287,6 +287,31 @@ func TestEngines(t *testing.T) {
 			check(q.Select(ctx, true, nil, job), "a", "b")
 			cq, _ := c.ChunkQuerier(t0-1000, t0+int64(n)*250)
 			check(storage.NewSeriesSetFromChunkSeriesSet(cq.Select(ctx, true, nil, job)), "a", "b")
+			// Labels only (the series API): no samples.
+			hints := &storage.SelectHints{Start: t0 - 1000, End: t0 + int64(n)*250, Func: "series"}
+			want := []string{`{__name__="peakline_cpu_percent", counter="3", job_id="a"}`, `{__name__="peakline_cpu_percent", counter="3", job_id="b"}`}
+			var got []string
+			set := q.Select(ctx, true, hints, job)
+			for set.Next() {
+				if set.At().Iterator(nil).Next() != chunkenc.ValNone {
+					t.Fatalf("series %s of the series API has samples", set.At().Labels())
+				}
+				got = append(got, set.At().Labels().String())
+			}
+			if set.Err() != nil || !slices.Equal(got, want) {
+				t.Fatalf("series API: %v, %v; want %v", got, set.Err(), want)
+			}
+			got = nil
+			cset := cq.Select(ctx, true, hints, job)
+			for cset.Next() {
+				if cset.At().Iterator(nil).Next() {
+					t.Fatalf("chunk series %s of the series API has chunks", cset.At().Labels())
+				}
+				got = append(got, cset.At().Labels().String())
+			}
+			if cset.Err() != nil || !slices.Equal(got, want) {
+				t.Fatalf("series API as chunks: %v, %v; want %v", got, cset.Err(), want)
+			}
 			vals, _, err := q.LabelValues(ctx, "job_id", nil)
 			if err != nil || !slices.Equal(vals, []string{"a", "b"}) {
 				t.Fatalf("LabelValues(job_id) = %v, %v; want [a b]", vals, err)
