@@ -1,5 +1,8 @@
 // Package tsdb is Peakline's job store: per-task resource samples and the
-// tasks of Ansible jobs, kept in an embedded Prometheus TSDB on local disk.
+// tasks of Ansible jobs, kept in an embedded Prometheus TSDB on local disk,
+// or (OpenRemote, remote.go) in a Prometheus-compatible engine reached
+// through tsdb/remote, with the same write path and read code: callers
+// cannot tell which backend answers.
 //
 // It owns the schema (metric and label names, see schema.go), appending
 // (live batches and backfill of jobs of any age through the out-of-order
@@ -73,7 +76,8 @@ const DefaultCacheSamples = 20_000_000
 // their own time. 100 years in milliseconds.
 const oooWindow = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 
-// Store is a job store over one TSDB directory.
+// Store is a job store over one TSDB directory (Open) or a remote engine
+// (OpenRemote).
 type Store struct {
 	db     *ptsdb.DB      // nil for a remote store
 	remote *remote.Client // nil for an embedded store (remote.go)
