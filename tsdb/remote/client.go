@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -78,6 +80,9 @@ type Config struct {
 	Relabel func(ls labels.Labels) labels.Labels
 	// Logger receives retries; nil discards.
 	Logger *slog.Logger
+	// Registerer receives the client's metrics (requests by operation
+	// and outcome, their durations, write retries); nil registers none.
+	Registerer prometheus.Registerer
 	// Sleep waits between retries; nil waits on a timer (tests pass a
 	// fake).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -88,6 +93,10 @@ type Client struct {
 	cfg   Config
 	http  *http.Client
 	query *url.URL
+
+	requests *prometheus.CounterVec   // op, code
+	duration *prometheus.HistogramVec // op
+	retries  prometheus.Counter
 	// export is what the engine answered to /api/v1/export: 0 not yet
 	// asked, 1 answered (VictoriaMetrics), 2 not found.
 	export atomic.Int32
@@ -124,7 +133,22 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
-	c := &Client{cfg: cfg, http: cfg.HTTP, query: qu}
+	f := promauto.With(cfg.Registerer)
+	c := &Client{cfg: cfg, http: cfg.HTTP, query: qu,
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "peakline_remote_requests_total",
+			Help: "Requests to the remote engine by operation (write, query, export, series, label…) and HTTP status code (\"error\" when none came back).",
+		}, []string{"op", "code"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "peakline_remote_request_duration_seconds",
+			Help:    "Duration of requests to the remote engine by operation, until the answer's headers.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"op"}),
+		retries: f.NewCounter(prometheus.CounterOpts{
+			Name: "peakline_remote_write_retries_total",
+			Help: "Remote write requests sent again after the engine was unavailable.",
+		}),
+	}
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -168,6 +192,7 @@ func (c *Client) Write(ctx context.Context, series []prompb.TimeSeries) error {
 		}
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
 		c.cfg.Logger.Warn("remote write failed, retrying", "attempt", attempt, "wait", wait, "err", err)
+		c.retries.Inc()
 		if err := c.cfg.Sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -187,7 +212,7 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	req.Header.Set("User-Agent", "peakline")
 	c.addHeader(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req, "write")
 	if err != nil {
 		return err
 	}
@@ -195,6 +220,22 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return statusError("remote write", resp.StatusCode, msg)
+}
+
+// do sends req, counting it under op.
+func (c *Client) do(req *http.Request, op string) (*http.Response, error) {
+	if i := strings.IndexByte(op, '/'); i >= 0 {
+		op = op[:i] // label/job_id/values: label
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	c.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	c.requests.WithLabelValues(op, code).Inc()
+	return resp, err
 }
 
 // statusError turns an HTTP status into nil (2xx), an error wrapping
@@ -301,7 +342,7 @@ func (c *Client) post(ctx context.Context, path string, params url.Values) (*htt
 	}
 	req.Header.Set("User-Agent", "peakline")
 	c.addHeader(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req, strings.TrimPrefix(path, "/api/v1/"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
 	}

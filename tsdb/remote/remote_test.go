@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
@@ -100,7 +103,8 @@ func TestWriteRetries(t *testing.T) {
 		srv := httptest.NewServer(rec)
 		defer srv.Close()
 		var waits []time.Duration
-		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3,
+		reg := prometheus.NewRegistry()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3, Registerer: reg,
 			Header:     http.Header{"X-Scope-Orgid": {"peakline"}},
 			MinBackoff: time.Second, MaxBackoff: 2 * time.Second,
 			Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
@@ -122,6 +126,18 @@ func TestWriteRetries(t *testing.T) {
 		}
 		if len(waits) != wantCalls-1 {
 			t.Fatalf("codes %v: %d waits, want %d", codes, len(waits), wantCalls-1)
+		}
+		if got := testutil.ToFloat64(c.retries); got != float64(wantCalls-1) {
+			t.Fatalf("codes %v: retries counted %v, want %d", codes, got, wantCalls-1)
+		}
+		for i, code := range codes[:min(wantCalls, len(codes))] {
+			n := 1.0
+			if i == len(codes)-1 {
+				n = float64(wantCalls - i)
+			}
+			if got := testutil.ToFloat64(c.requests.WithLabelValues("write", strconv.Itoa(code))); got != n {
+				t.Fatalf("codes %v: requests with code %d counted %v, want %v", codes, code, got, n)
+			}
 		}
 		for i, w := range waits { // 1s then 2s (the cap), ±20%
 			base := min(time.Second<<i, 2*time.Second)
