@@ -327,42 +327,64 @@ func (c *Client) api(ctx context.Context, path string, params url.Values, dst an
 }
 
 func (c *Client) post(ctx context.Context, path string, params url.Values) (*http.Response, error) {
+	return c.postURL(ctx, c.query.String()+path, strings.TrimPrefix(path, "/api/v1/"), params)
+}
+
+// postURL calls u (GET for the label endpoints), counted under op.
+func (c *Client) postURL(ctx context.Context, u, op string, params url.Values) (*http.Response, error) {
 	var req *http.Request
 	var err error
-	if strings.HasPrefix(path, "/api/v1/label") {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, c.query.String()+path+"?"+params.Encode(), nil)
+	if strings.HasPrefix(op, "label") {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+params.Encode(), nil)
 	} else {
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, c.query.String()+path, strings.NewReader(params.Encode()))
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(params.Encode()))
 		if req != nil {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("build request %s: %w", path, err)
+		return nil, fmt.Errorf("build request %s: %w", u, err)
 	}
 	req.Header.Set("User-Agent", "peakline")
 	c.addHeader(req)
-	resp, err := c.do(req, strings.TrimPrefix(path, "/api/v1/"))
+	resp, err := c.do(req, op)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, u, err)
 	}
 	return resp, nil
 }
 
 // Delete deletes every series the matchers select, over all time, with
 // the engine's delete API (/api/v1/admin/tsdb/delete_series, which
-// VictoriaMetrics single-node and Prometheus with --web.enable-admin-api
-// answer; on Prometheus the tombstones are then cleaned so that the same
-// series written again are not hidden). An engine without it gives
+// VictoriaMetrics and Prometheus with --web.enable-admin-api answer; on
+// Prometheus the tombstones are then cleaned so that the same series
+// written again are not hidden). For a VictoriaMetrics cluster, whose
+// query base is vmselect's /select/<tenant>/prometheus, the API is
+// vmselect's /delete/<tenant>/prometheus. An engine without it gives
 // ErrDeleteUnsupported.
 func (c *Client) Delete(ctx context.Context, ms ...*labels.Matcher) error {
 	params := url.Values{"match[]": {Selector(ms)}}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := c.post(ctx, "/api/v1/admin/tsdb/delete_series", params)
+	path := "/api/v1/admin/tsdb/delete_series"
+	if tenant, ok := strings.CutPrefix(c.query.Path, "/select/"); ok {
+		path = "/delete/" + tenant + path // vmselect: from the host's root
+		resp, err := c.postURL(ctx, c.query.Scheme+"://"+c.query.Host+path, "admin", params)
+		if err != nil {
+			return err
+		}
+		return c.deleted(ctx, resp, params, false)
+	}
+	resp, err := c.post(ctx, path, params)
 	if err != nil {
 		return err
 	}
+	return c.deleted(ctx, resp, params, true)
+}
+
+// deleted reads the answer of a delete; clean asks Prometheus to clean
+// its tombstones after it.
+func (c *Client) deleted(ctx context.Context, resp *http.Response, params url.Values, clean bool) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	switch {
@@ -374,6 +396,9 @@ func (c *Client) Delete(ctx context.Context, ms ...*labels.Matcher) error {
 	}
 	// Prometheus keeps tombstones until compaction, and they would hide
 	// the same series written again; VictoriaMetrics has no such endpoint.
+	if !clean {
+		return nil
+	}
 	if resp, err := c.post(ctx, "/api/v1/admin/tsdb/clean_tombstones", nil); err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()

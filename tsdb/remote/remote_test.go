@@ -365,3 +365,34 @@ func TestParseExportLine(t *testing.T) {
 		}
 	}
 }
+
+// Delete asks the engine's delete API: under the query base, or for a
+// VictoriaMetrics cluster (base /select/<tenant>/prometheus) at
+// vmselect's /delete/<tenant>/prometheus; Prometheus' tombstones are
+// cleaned after; a 404 is ErrDeleteUnsupported.
+func TestDeletePaths(t *testing.T) {
+	f := func(base string, status int, wantPaths []string, wantErr error) {
+		t.Helper()
+		var paths []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = r.ParseForm()
+			paths = append(paths, r.Method+" "+r.URL.Path+" "+r.Form.Get("match[]"))
+			w.WriteHeader(status)
+		}))
+		defer srv.Close()
+		c, err := New(Config{WriteURL: srv.URL + "/w", QueryURL: srv.URL + base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Delete(context.Background(), labels.MustNewMatcher(labels.MatchEqual, "job_id", "7"))
+		if !errors.Is(err, wantErr) || (wantErr == nil) != (err == nil) {
+			t.Fatalf("%s: %v, want %v", base, err, wantErr)
+		}
+		if !slices.Equal(paths, wantPaths) {
+			t.Fatalf("%s: asked %q, want %q", base, paths, wantPaths)
+		}
+	}
+	f("", 204, []string{`POST /api/v1/admin/tsdb/delete_series {job_id="7"}`, "POST /api/v1/admin/tsdb/clean_tombstones "}, nil)
+	f("/select/3/prometheus", 204, []string{`POST /delete/3/prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, nil)
+	f("/prometheus", 404, []string{`POST /prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, ErrDeleteUnsupported)
+}
