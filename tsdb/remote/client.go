@@ -286,12 +286,13 @@ func IsTooLarge(err error) bool {
 }
 
 // tooLarge reports whether the engine refused a read for its size, so
-// that the same read in smaller windows may pass: Prometheus' and Thanos'
-// --query.max-samples, VictoriaMetrics' -search.maxSamplesPerQuery and
-// -search.maxPointsPerTimeseries, Mimir's chunk and sample limits.
+// that the same read in smaller windows (or per job) may pass:
+// Prometheus' and Thanos' --query.max-samples, VictoriaMetrics'
+// -search.maxSamplesPerQuery, -search.maxPointsPerTimeseries and
+// -search.maxUniqueTimeseries, Mimir's chunk, series and sample limits.
 func (e *apiError) tooLarge() bool {
 	m := strings.ToLower(e.msg)
-	for _, s := range []string{"too many samples", "maxsamplesper", "maxpointsper", "exceeded the maximum number of", "max-samples", "too many points"} {
+	for _, s := range []string{"too many samples", "maxsamplesper", "maxpointsper", "maxuniquetimeseries", "exceeded the maximum number of", "max-samples", "too many points"} {
 		if strings.Contains(m, s) {
 			return true
 		}
