@@ -6,7 +6,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,6 +99,9 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		maxFutureSkew              time.Duration
 		cfg                        server.Config
 		sec                        serveSecurity
+		rem                        tsdb.Remote
+		remoteCacheTTL             time.Duration
+		remoteHeaders              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -107,9 +111,6 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			logger, err := newLogger()
 			if err != nil {
 				return err
-			}
-			if dataDir == "" {
-				return errors.New("--data: a store directory is required")
 			}
 			if err := server.CheckEventsURL(eventsURL); err != nil {
 				return fmt.Errorf("--events-url: %w", err)
@@ -131,28 +132,28 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second}, logger, reg)
-			if err != nil {
-				return fmt.Errorf("--data: %w", err)
-			}
-			defer func() {
-				if err := store.Close(); err != nil {
-					logger.Error("close store", "err", err)
-				}
-			}()
 			cfg.EventsURL = eventsURL
-			cfg.SettingsPath = filepath.Join(dataDir, "settings.json")
-			srv, err := server.New(cfg, store, logger, reg)
+			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
+				return err
+			}
+			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
+				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL}}, logger, reg)
 			if err != nil {
 				return err
 			}
+			defer func() {
+				if err := srv.Close(); err != nil {
+					logger.Error("close store", "err", err)
+				}
+			}()
+			store := srv.Store()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
 			ln, scheme := wrapListener(ln)
 			base := scheme + "://" + ln.Addr().String()
-			logger.Info("serving", "url", base+"/", "data", dataDir)
+			logger.Info("serving", "url", base+"/", "data", dataDir, "remote_query_url", rem.QueryURL)
 			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
 			if ids, err := store.JobIDs(cmd.Context()); err == nil {
 				const shown = 10 // a store of many jobs is listed by the page, not here
@@ -168,6 +169,11 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data", "", "store directory (created if missing)")
+	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
+	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
+	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
+	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
+	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
 	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
@@ -234,13 +240,13 @@ its status. --job, --template and --template-name override them.`,
 			}
 			var sink func(context.Context, *collector.Job) (tsdb.AppendResult, error)
 			if dataDir != "" {
-				store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
+				srv, err := server.Open(server.Setup{DataDir: dataDir}, logger, nil)
 				if err != nil {
-					return fmt.Errorf("--data: %w (is a peakline serve using it? then import with --server)", err)
+					return fmt.Errorf("%w (is a peakline serve using it? then import with --server)", err)
 				}
-				defer store.Close()
+				defer srv.Close()
 				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
-					return store.Append(ctx, toBatch(j))
+					return ingestJob(ctx, srv, j) // the batches --server would post, through the same ingest
 				}
 			} else {
 				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
@@ -318,19 +324,38 @@ func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 }
 
-// toBatch converts a job read from disk into one store batch.
-func toBatch(j *collector.Job) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: j.ID, Info: tsdb.JobInfo{TemplateID: j.Info.TemplateID, TemplateName: j.Info.TemplateName, Status: j.Info.Status, Playbook: j.Info.Playbook}}
-	for _, t := range j.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, Play: t.Play, Role: t.Role, Path: t.Path})
+// parseHeaders reads --remote-header values, "Name: value" each.
+func parseHeaders(vals []string) (http.Header, error) {
+	h := http.Header{}
+	for _, v := range vals {
+		name, val, ok := strings.Cut(v, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("--remote-header: must be 'Name: value', got %q", v)
+		}
+		h.Add(name, strings.TrimSpace(val))
 	}
-	if e := j.LastEvent; e != nil {
-		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.TimeMs}
+	return h, nil
+}
+
+// ingestJob stores a job read from disk as the ingest batches import
+// --server would post, through the server's own ingest (server.Ingest).
+func ingestJob(ctx context.Context, srv *server.Server, j *collector.Job) (tsdb.AppendResult, error) {
+	var sum tsdb.AppendResult
+	for i, b := range j.Batches(srv.MaxBatchSamples()) {
+		body, err := json.Marshal(&b)
+		if err != nil {
+			return sum, fmt.Errorf("encode batch %d: %w", i+1, err)
+		}
+		res, err := srv.Ingest(ctx, bytes.NewReader(body))
+		if err != nil {
+			return sum, err
+		}
+		sum.Samples += res.Samples
+		sum.Tasks += res.Tasks
+		sum.Duplicates += res.Duplicates
+		sum.Conflicts += res.Conflicts
 	}
-	for _, s := range j.Series {
-		b.Series = append(b.Series, tsdb.SeriesData{Resource: s.Resource, Counter: s.Counter, UUID: s.UUID, Task: s.Task, Ts: s.Ts, Vs: s.Vs})
-	}
-	return b
+	return sum, nil
 }
 
 // report prints what an import stored for one job.

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/peakline/peakline/tsdb/remote"
 )
 
 // Admission: one check of times, labels and values for every write,
@@ -224,6 +226,9 @@ func storageRefusal(field string, err error) error {
 		if errors.Is(err, c.err) {
 			return refuse(c.reason, field, "%v", err)
 		}
+	}
+	if errors.Is(err, remote.ErrRejected) {
+		return refuse(ReasonEngine, field, "%v", err)
 	}
 	var he histogram.Error
 	if errors.As(err, &he) {

@@ -421,7 +421,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	var res WriteResult
-	app := s.db.Appender(ctx)
+	app := s.appender(ctx) // the TSDB's, or a remote write request (remote.go)
 	fail := func(err error) (WriteResult, error) {
 		_ = app.Rollback()
 		return WriteResult{}, err
@@ -431,7 +431,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			if err := app.Commit(); err != nil {
 				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
 			}
-			app = s.db.Appender(ctx)
+			app = s.appender(ctx)
 		}
 		have := existing[ri]
 		var ref storage.SeriesRef
