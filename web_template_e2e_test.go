@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -136,6 +137,24 @@ func getHistory(t *testing.T, u string) *historyDoc {
 	return &h
 }
 
+// webScreenshotTo writes docs/NAME of the top of the page at twice the
+// pixel density.
+func webScreenshotTo(t *testing.T, tab *webTab, name string) {
+	t.Helper()
+	tab.do(t, chromedp.EmulateViewport(webViewportW, webViewportH, chromedp.EmulateScale(2)))
+	ctx, cancel := context.WithTimeout(tab.ctx, webTimeout)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join("docs", name), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote docs/%s (%d bytes)", name, len(buf))
+	tab.do(t, chromedp.EmulateViewport(webViewportW, webViewportH))
+}
+
 // pollAcross is poll for an expression that becomes true on the page a
 // navigation opens: the old page's context goes away under the poll,
 // which is retried on the new one.
@@ -228,6 +247,9 @@ func testTemplatePage(t *testing.T, browser context.Context, base, wantFactor st
 	}
 	if n := webEval[int](t, tab, `window.peakline.requests`); n != 1 {
 		t.Errorf("template page made %d history requests, want 1", n)
+	}
+	if *updateScreenshot {
+		webScreenshotTo(t, tab, "template-page.png")
 	}
 
 	// Clicking it opens job 1005 zoomed to that task, the task picked.

@@ -12,8 +12,8 @@ import {
   METRICS, METRIC, DEFAULT_RUNS, metricValue, historyURL, jobTaskURL, regressionText, regressionDetail, median, fmtFactor,
 } from './history.js';
 
-// Runs a page may ask for with ?last=N.
-const MAX_RUNS = 200;
+// Runs a page may ask for with ?last=N (the API answers at most 100).
+const MAX_RUNS = 100;
 // One chart, in CSS px: the points sit inside the padding.
 const CHART = { w: 176, h: 54, padX: 9, padTop: 9, padBottom: 6, r: 3.2, rRegression: 5.5 };
 
