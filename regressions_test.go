@@ -115,3 +115,18 @@ func TestRegressionsExitCodes(t *testing.T) {
 	usage(`404 Not Found: job: "9999" is not a run of template "7"`, "--server", s.URL, "--template", "7", "--job", "9999")
 	usage("connection refused", "--server", closed, "--template", "7")
 }
+
+// serve --regression-factor sets the rule's factor: 3.18 times the usual
+// passes at 4; a factor below 1 is refused naming the flag.
+func TestServeRegressionFactor(t *testing.T) {
+	s := serve(t, "--data", t.TempDir(), "--regression-factor", "4")
+	for i, mem := range []int{200, 204, 198, 202, 640} {
+		postRun(t, s.URL, fmt.Sprint(1001+i), i, mem)
+	}
+	if out, _, code := runCode(t, "regressions", "--server", s.URL, "--template", "7"); code != 0 || !strings.Contains(out, "job 1005: no regressions") {
+		t.Errorf("factor 4: exit %d, %q; want 0", code, out)
+	}
+	if out, err := run(t, "serve", "--data", t.TempDir(), "--regression-factor", "0.5"); err == nil || !strings.Contains(out, "--regression-factor: must be a number >= 1, got 0.5") {
+		t.Errorf("serve --regression-factor 0.5: %v %q, want an error naming the flag", err, out)
+	}
+}

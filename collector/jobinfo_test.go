@@ -90,3 +90,23 @@ func TestReadStatusFile(t *testing.T) {
 		t.Fatalf("no status file: %v; want no status", err)
 	}
 }
+
+// AWX's own extravars (every key and string tagged !unsafe) give the job
+// id even when the runner ident says otherwise.
+func TestReadAWXExtravars(t *testing.T) {
+	pdd := copyPDD(t, realTree("template-runs/1005"))
+	if err := os.Rename(filepath.Join(pdd, "artifacts", "1005"), filepath.Join(pdd, "artifacts", "ident-x")); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := Read(pdd, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := JobInfo{TemplateID: "7", TemplateName: "deploy-web", Status: "successful", Playbook: "site.yml"}
+	if len(jobs) != 1 || jobs[0].ID != "1005" || jobs[0].Info != want {
+		t.Fatalf("read %d jobs, first %q %+v; want 1005 %+v", len(jobs), jobs[0].ID, jobs[0].Info, want)
+	}
+	if tk := jobs[0].Tasks[2]; tk.Name != "allocate cache" || !strings.HasSuffix(tk.Path, "/project/site.yml:15") || tk.Play == "" {
+		t.Fatalf("task 2 = %+v, want allocate cache at project/site.yml:15 with its play", tk)
+	}
+}

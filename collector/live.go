@@ -443,7 +443,15 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follow
 		send:       p.shipper.enqueue,
 		log:        log,
 	}
-	p.batcher.setInfo(JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: "running"})
+	// An attached cgroup's job ends with no exit code to tell how: it
+	// gets no status.
+	status := "running"
+	if cfg.Attach != "" {
+		status = ""
+	}
+	if info := (JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status}); info != (JobInfo{}) {
+		p.batcher.setInfo(info)
+	}
 	p.sampler = &sampler{
 		stats:     stats,
 		cpuEvery:  cfg.CPUInterval,

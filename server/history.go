@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
+	"weak"
 
 	"github.com/labstack/echo/v4"
 
@@ -63,9 +65,37 @@ func (s *Server) templateHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sums := make([]tsdb.Summary, 0, len(ids))
+	// Order the runs by their spans (chunk bounds, cached): only the runs
+	// of the window are read.
+	spans, err := s.store.Spans(ctx)
+	if err != nil {
+		return err
+	}
+	ofTemplate := make(map[string]bool, len(ids))
 	for _, jid := range ids {
-		sum, err := s.store.Summary(ctx, jid)
+		ofTemplate[jid] = true
+	}
+	runSpans := spans[:0]
+	for _, sp := range spans {
+		if ofTemplate[sp.ID] {
+			runSpans = append(runSpans, sp)
+		}
+	}
+	slices.SortFunc(runSpans, func(a, b tsdb.Span) int {
+		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
+	})
+	end := len(runSpans)
+	if job := c.QueryParam("job"); job != "" {
+		i := slices.IndexFunc(runSpans, func(sp tsdb.Span) bool { return sp.ID == job })
+		if i < 0 {
+			return &noSuchRunError{job: job, template: id}
+		}
+		end = i + 1
+	}
+	runSpans = runSpans[max(0, end-last):end]
+	sums := make([]tsdb.Summary, 0, len(runSpans))
+	for _, sp := range runSpans {
+		sum, err := s.store.Summary(ctx, sp.ID)
 		if errors.Is(err, tsdb.ErrJobNotFound) {
 			continue // deleted since it was listed
 		}
@@ -74,20 +104,6 @@ func (s *Server) templateHistory(c echo.Context) error {
 		}
 		sums = append(sums, sum)
 	}
-	// Runs in start order; a run without samples or tasks (FirstMs 0)
-	// sorts first.
-	slices.SortFunc(sums, func(a, b tsdb.Summary) int {
-		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
-	})
-	end := len(sums)
-	if job := c.QueryParam("job"); job != "" {
-		i := slices.IndexFunc(sums, func(s tsdb.Summary) bool { return s.ID == job })
-		if i < 0 {
-			return &noSuchRunError{job: job, template: id}
-		}
-		end = i + 1
-	}
-	sums = sums[max(0, end-last):end]
 	runs := make([]history.Run, len(sums))
 	name := ""
 	for i, sum := range sums {
@@ -95,7 +111,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		runs[i] = historyRun(job, sum)
+		runs[i] = s.runs.get(job, sum)
 		if sum.Info.TemplateName != "" {
 			name = sum.Info.TemplateName // the newest name wins
 		}
@@ -134,12 +150,52 @@ func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks))}
 	for i, t := range job.Tasks {
 		tr := history.TaskRun{Counter: t.Counter, Name: t.Name, Play: t.Play, Role: t.Role, Path: t.Path,
-			StartMs: t.StartMs, EndMs: t.EndMs, Max: stats[i].Max, Mean: stats[i].Mean}
+			StartMs: t.StartMs, EndMs: t.EndMs, Max: history.StatsOf(stats[i].Max), Mean: history.StatsOf(stats[i].Mean)}
 		if cpu != nil {
 			tr.CPUSeconds = cpu[i]
 		}
 		run.Tasks[i] = tr
 	}
+	return run
+}
+
+// runCache keeps the history.Run of each job computed from the *tsdb.Job
+// the store handed out. The store hands out the same *Job for a job read
+// in full until the job is written, deleted or evicted, so an entry is
+// good while the job ReadJob returns is the one it was computed from; a
+// weak pointer tells, without keeping an evicted job in memory. Safe for
+// concurrent use.
+type runCache struct {
+	mu sync.Mutex
+	m  map[string]runEntry
+}
+
+type runEntry struct {
+	job weak.Pointer[tsdb.Job]
+	run history.Run
+}
+
+// maxRunCache bounds the jobs runCache remembers; past it, it starts
+// over.
+const maxRunCache = 4096
+
+func newRunCache() *runCache { return &runCache{m: map[string]runEntry{}} }
+
+// get returns the run of job, computing it on a miss.
+func (c *runCache) get(job *tsdb.Job, sum tsdb.Summary) history.Run {
+	c.mu.Lock()
+	e, ok := c.m[job.ID]
+	c.mu.Unlock()
+	if ok && e.job.Value() == job {
+		return e.run
+	}
+	run := historyRun(job, sum)
+	c.mu.Lock()
+	if len(c.m) >= maxRunCache {
+		clear(c.m)
+	}
+	c.m[job.ID] = runEntry{job: weak.Make(job), run: run}
+	c.mu.Unlock()
 	return run
 }
 

@@ -128,6 +128,7 @@ type Server struct {
 	policy  *policy
 	sec     *security
 	ingests chan struct{} // one token per ingest request being served (limit.go)
+	runs    *runCache     // per-job statistics of the template history (history.go)
 }
 
 // New builds a server over store. reg receives the server's own metrics
@@ -155,6 +156,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	}
 	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg), policy: pol}
 	s.ingests = make(chan struct{}, cfg.MaxConcurrentIngest)
+	s.runs = newRunCache()
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

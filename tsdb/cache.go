@@ -35,6 +35,8 @@ type cache struct {
 	afterMiss func(id string)
 
 	spans map[string]Span // of every job listed since it was written (span.go)
+
+	infos map[string]JobInfo // of every job whose template was looked up since it was written (TemplateJobs)
 }
 
 // maxDropped bounds the per-job drop stamps kept. Past it they are
@@ -136,7 +138,29 @@ func (c *cache) drop(id string) {
 	c.dropped[id] = c.epoch
 	delete(c.summaries, id)
 	delete(c.spans, id)
+	delete(c.infos, id)
 	if e, ok := c.jobs[id]; ok {
 		c.remove(e)
 	}
+}
+
+// info returns the cached info of a job, or on a miss the token to pass
+// to putInfo.
+func (c *cache) info(id string) (JobInfo, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.infos[id]
+	return info, c.epoch, ok
+}
+
+func (c *cache) putInfo(id string, info JobInfo, tok uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fresh(id, tok) {
+		return
+	}
+	if c.infos == nil {
+		c.infos = map[string]JobInfo{}
+	}
+	c.infos[id] = info
 }

@@ -2,13 +2,14 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // Summary describes one job for listings.
@@ -130,39 +131,61 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 // TemplateJobs lists the ids of the jobs whose info names templateID as
 // their template (the newest template_id of the job, see JobInfo),
 // sorted. It asks the index for the jobs with any info sample of that
-// template, then checks each one's summary (cached), so a job moved to
-// another template later is left out.
+// template, then reads each one's info series alone (not its samples;
+// cached until the job is written or deleted), so a job moved to another
+// template later is left out. Safe for concurrent use.
 func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, error) {
 	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}
-	ids, _, err := q.LabelValues(ctx, LabelJob, nil,
-		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo),
-		labels.MustNewMatcher(labels.MatchEqual, LabelTemplateID, templateID))
+	defer q.Close()
+	isInfo := labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo)
+	ids, _, err := q.LabelValues(ctx, LabelJob, nil, isInfo, labels.MustNewMatcher(labels.MatchEqual, LabelTemplateID, templateID))
 	if err != nil {
-		q.Close()
 		return nil, fmt.Errorf("list jobs of template %q: %w", templateID, err)
 	}
-	// Copied: the values point into block memory the querier holds.
-	cands := make([]string, len(ids))
-	for i, id := range ids {
-		cands[i] = strings.Clone(id)
-	}
-	q.Close()
-	out := cands[:0]
-	for _, id := range cands {
-		sum, err := s.Summary(ctx, id)
-		if errors.Is(err, ErrJobNotFound) {
-			continue // deleted meanwhile
+	var out []string
+	for _, id := range ids {
+		info, tok, ok := s.cache.info(id)
+		if !ok {
+			if info, err = readInfo(ctx, q, id); err != nil {
+				return nil, err
+			}
+			s.cache.putInfo(strings.Clone(id), info, tok)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if sum.Info.TemplateID == templateID {
-			out = append(out, id)
+		if info.TemplateID == templateID {
+			// Copied: the value points into block memory the querier holds.
+			out = append(out, strings.Clone(id))
 		}
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// readInfo reads a job's info from its info series alone.
+func readInfo(ctx context.Context, q storage.Querier, jobID string) (JobInfo, error) {
+	var acc infoAcc
+	set := q.Select(ctx, false, nil,
+		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo),
+		labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID))
+	for set.Next() {
+		ls := set.At().Labels()
+		it := set.At().Iterator(nil)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				continue
+			}
+			if t, v := it.At(); finite(v) {
+				acc.add(ls, t, v) // copies the label values it keeps
+			}
+		}
+		if err := it.Err(); err != nil {
+			return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
+		}
+	}
+	if err := set.Err(); err != nil {
+		return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
+	}
+	return acc.info, nil
 }

@@ -39,13 +39,13 @@ type TaskEntry struct {
 // TaskRunEntry is one task in one run: its counter there, duration, CPU
 // seconds, and exact max and mean per resource with samples.
 type TaskRunEntry struct {
-	JobID      string             `json:"job_id"`
-	Counter    int64              `json:"counter"`
-	Start      int64              `json:"start"`
-	DurationMs int64              `json:"duration_ms"`
-	CPUSeconds *float64           `json:"cpu_seconds,omitempty"` // absent without CPU samples
-	Max        map[string]float64 `json:"max"`
-	Mean       map[string]float64 `json:"mean"`
+	JobID      string   `json:"job_id"`
+	Counter    int64    `json:"counter"`
+	Start      int64    `json:"start"`
+	DurationMs int64    `json:"duration_ms"`
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"` // absent without CPU samples
+	Max        Stats    `json:"max"`
+	Mean       Stats    `json:"mean"`
 }
 
 // Regression is a run's value of a task's metric that the Rule flags.
@@ -62,7 +62,7 @@ type Regression struct {
 // Build matches the tasks of runs (oldest first), flags regressions with
 // rule and returns the history document holding at most maxTasks tasks
 // (<= 0: all). It does not modify runs; the document shares the runs'
-// Max and Mean maps.
+// Max and Mean figures.
 func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int) History {
 	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{}}
 	for i, r := range runs {
@@ -81,7 +81,7 @@ func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int)
 			}
 			tr := &runs[ri].Tasks[at]
 			re := TaskRunEntry{JobID: runs[ri].JobID, Counter: tr.Counter, Start: tr.StartMs, DurationMs: tr.EndMs - tr.StartMs, Max: tr.Max, Mean: tr.Mean}
-			if _, ok := tr.Max["cpu"]; ok {
+			if tr.Max.CPU != nil {
 				s := tr.CPUSeconds
 				re.CPUSeconds = &s
 			}
@@ -95,20 +95,39 @@ func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int)
 // Flag returns the regressions of task t across runs: for each run where
 // the task has a value of a metric, that value checked by rule against
 // the task's values of the metric in the other runs.
+//
+// The values of a metric are sorted once; the median of the others is
+// read from them skipping the run's own value, and only a value that
+// passes the factor and the floor against it goes through rule.Check
+// (which also decides on the spread), so a quiet task costs one sort per
+// metric.
 func Flag(runs []Run, t Task, rule Rule) []Regression {
 	out := []Regression{}
 	vals := make([]float64, len(runs))
 	has := make([]bool, len(runs))
+	sorted := make([]float64, 0, len(runs))
 	var others []float64
 	for _, m := range Metrics {
+		sorted = sorted[:0]
 		for ri, at := range t.At {
 			has[ri] = false
 			if at >= 0 {
-				vals[ri], has[ri] = runs[ri].Tasks[at].Value(m)
+				if vals[ri], has[ri] = runs[ri].Tasks[at].Value(m); has[ri] {
+					sorted = append(sorted, vals[ri])
+				}
 			}
 		}
+		if len(sorted)-1 < rule.MinOthers || len(sorted) < 2 {
+			continue
+		}
+		slices.Sort(sorted)
 		for ri := range runs {
 			if !has[ri] {
+				continue
+			}
+			k, _ := slices.BinarySearch(sorted, vals[ri])
+			base := medianWithout(sorted, k)
+			if inc := vals[ri] - base; !(vals[ri] >= rule.Factor*base && inc >= rule.Floors[m] && inc > 0) {
 				continue
 			}
 			others = others[:0]
@@ -131,6 +150,21 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 	}
 	sortByRun(out, runs)
 	return out
+}
+
+// medianWithout is the median of sorted without its element k.
+func medianWithout(sorted []float64, k int) float64 {
+	n := len(sorted) - 1
+	at := func(j int) float64 {
+		if j >= k {
+			j++
+		}
+		return sorted[j]
+	}
+	if n%2 == 1 {
+		return at(n / 2)
+	}
+	return (at(n/2-1) + at(n/2)) / 2
 }
 
 // sortByRun orders regressions by run (as in runs), keeping the metric

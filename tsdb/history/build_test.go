@@ -15,9 +15,9 @@ func TestBuild(t *testing.T) {
 		start := int64(1796010000000 + i*100000)
 		runs = append(runs, Run{JobID: fmt.Sprint(1001 + i), StartMs: start, EndMs: start + 21000, Status: "successful", Tasks: []TaskRun{
 			{Counter: 18, Name: "allocate cache", Play: "web", Path: "/runner/project/site.yml:14", StartMs: start, EndMs: start + 2400,
-				Max: map[string]float64{"memory": mem}, Mean: map[string]float64{"memory": mem / 2}},
+				Max: StatsOf(map[string]float64{"memory": mem}), Mean: StatsOf(map[string]float64{"memory": mem / 2})},
 			{Counter: 21, Name: "say hello", Play: "web", Path: "/runner/project/site.yml:20", StartMs: start + 2400, EndMs: start + 2500,
-				Max: map[string]float64{"cpu": 50}, Mean: map[string]float64{"cpu": 25}, CPUSeconds: 0.05},
+				Max: StatsOf(map[string]float64{"cpu": 50}), Mean: StatsOf(map[string]float64{"cpu": 25}), CPUSeconds: 0.05},
 		}})
 	}
 	runs[2].Tasks = runs[2].Tasks[:1] // "say hello" skipped in 1003

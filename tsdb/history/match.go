@@ -15,11 +15,33 @@ type TaskRun struct {
 	StartMs    int64
 	EndMs      int64
 	// Max and Mean hold the exact high-water mark and mean of each
-	// resource ("cpu", "memory", "pids") with samples in the task.
-	Max, Mean map[string]float64
+	// resource with samples in the task.
+	Max, Mean Stats
 	// CPUSeconds is the CPU time of the task (see CPUSeconds); valid
-	// when Max has "cpu".
+	// when Max has CPU.
 	CPUSeconds float64
+}
+
+// Stats holds one figure per resource; nil where the task has no
+// samples of it. It encodes as the tasks payload's maps do:
+// {"cpu": 95.1, "memory": 232000000, "pids": 11}, absent resources left
+// out.
+type Stats struct {
+	CPU    *float64 `json:"cpu,omitempty"`
+	Memory *float64 `json:"memory,omitempty"`
+	PIDs   *float64 `json:"pids,omitempty"`
+}
+
+// StatsOf makes Stats of a map by resource name ("cpu", "memory",
+// "pids"), as downsample's task summaries hold them.
+func StatsOf(m map[string]float64) Stats {
+	get := func(name string) *float64 {
+		if v, ok := m[name]; ok {
+			return &v
+		}
+		return nil
+	}
+	return Stats{CPU: get("cpu"), Memory: get("memory"), PIDs: get("pids")}
 }
 
 // Run is one run (job) of a template.

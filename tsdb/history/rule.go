@@ -21,22 +21,25 @@ var Metrics = []string{MetricDuration, MetricCPUMax, MetricCPUSeconds, MetricMem
 // Value returns a task run's value of metric, and false when the run has
 // no samples of its resource.
 func (t *TaskRun) Value(metric string) (float64, bool) {
-	var v float64
-	var ok bool
+	var p *float64
 	switch metric {
 	case MetricDuration:
 		return float64(t.EndMs - t.StartMs), true
 	case MetricCPUMax:
-		v, ok = t.Max["cpu"]
+		p = t.Max.CPU
 	case MetricCPUSeconds:
-		_, ok = t.Max["cpu"]
-		v = t.CPUSeconds
+		if t.Max.CPU != nil {
+			return t.CPUSeconds, true
+		}
 	case MetricMemoryMax:
-		v, ok = t.Max["memory"]
+		p = t.Max.Memory
 	case MetricPIDsMax:
-		v, ok = t.Max["pids"]
+		p = t.Max.PIDs
 	}
-	return v, ok
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
 }
 
 // Rule decides whether a run's value of a task's metric is a regression

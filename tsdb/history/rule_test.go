@@ -89,7 +89,7 @@ func TestNoFalseAlarmsOnNoise(t *testing.T) {
 			}
 			// One heavier task in the newest run is found, and only it.
 			heavy := &runs[nRuns-1].Tasks[17]
-			heavy.Max["memory"] *= 3
+			*heavy.Max.Memory *= 3
 			var got []string
 			for _, task := range Match(runs) {
 				for _, r := range Flag(runs, task, rule) {
@@ -132,7 +132,7 @@ func noisyRuns(rng *rand.Rand, nRuns, nTasks int, sigma, load float64) []Run {
 			tr := TaskRun{
 				Name: fmt.Sprintf("task %d", i), Play: "p", Path: fmt.Sprintf("/r/project/site.yml:%d", i*3),
 				StartMs: at, EndMs: at + dur,
-				Max:        map[string]float64{"cpu": cpu, "memory": l.mem * noise(), "pids": math.Round(l.pids * noise())},
+				Max:        StatsOf(map[string]float64{"cpu": cpu, "memory": l.mem * noise(), "pids": math.Round(l.pids * noise())}),
 				CPUSeconds: cpu / 100 * float64(dur) / 1000 * 0.6,
 			}
 			tr.Mean = tr.Max
@@ -167,4 +167,56 @@ func TestCPUSeconds(t *testing.T) {
 	f([]int64{5}, []float64{100}, []int32{1}, 3, []float64{0, 0, 0})
 	// Samples of no task (index out of range) are skipped.
 	f([]int64{0, 100}, []float64{100, 100}, []int32{-1, 0}, 1, []float64{0.1})
+}
+
+// Flag's shortcut (one sort per metric, Check only past the factor and
+// the floor) flags exactly what checking every run with Check flags.
+func TestFlagMatchesCheck(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	rule := DefaultRule()
+	for round := range 30 {
+		runs := noisyRuns(rng, 3+round%15, 40, 0.4, 1)
+		// Some tasks missing in some runs, some values tied.
+		for r := range runs {
+			if r%4 == 3 {
+				runs[r].Tasks = runs[r].Tasks[:30]
+			}
+			ten := 10.0
+			runs[r].Tasks[5].Max.PIDs = &ten
+		}
+		for _, task := range Match(runs) {
+			got := Flag(runs, task, rule)
+			var want []string
+			for _, m := range Metrics {
+				for ri, at := range task.At {
+					if at < 0 {
+						continue
+					}
+					v, ok := runs[ri].Tasks[at].Value(m)
+					if !ok {
+						continue
+					}
+					var others []float64
+					for rj, bt := range task.At {
+						if rj != ri && bt >= 0 {
+							o, _ := runs[rj].Tasks[bt].Value(m)
+							others = append(others, o)
+						}
+					}
+					if _, bad := rule.Check(m, v, others); bad {
+						want = append(want, runs[ri].JobID+" "+m)
+					}
+				}
+			}
+			var gotS []string
+			for _, r := range got {
+				gotS = append(gotS, r.JobID+" "+r.Metric)
+			}
+			slices.Sort(gotS)
+			slices.Sort(want)
+			if !slices.Equal(gotS, want) {
+				t.Fatalf("round %d %s: Flag %q, Check on every run %q", round, task.Key, gotS, want)
+			}
+		}
+	}
 }
