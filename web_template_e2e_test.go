@@ -75,6 +75,7 @@ func TestTemplatePage(t *testing.T) {
 		t.Fatalf("peakline import runner-loops: %v\n%s", err, out)
 	}
 	srv := webServe(t, bin, data, "--events-url", webEventsTemplate)
+	webIngest(t, srv.URL, webTinyJob("no-template", time.Now().Add(-2*time.Hour).UnixMilli()))
 
 	// What the server says; the page must show it.
 	h := getHistory(t, srv.URL+"/api/v1/templates/7/history")
@@ -357,10 +358,16 @@ func testJobsTemplates(t *testing.T, browser context.Context, base string) {
 	rows := webEval[[]jobRow](t, tab, `[...document.querySelectorAll('#jobs-body tr')].map(tr => ({job: tr.dataset.job,
 		template: tr.querySelector('td.template').textContent, href: (tr.querySelector('td.template a') || {getAttribute: () => ''}).getAttribute('href'),
 		flag: (tr.querySelector('.badge.regression') || {}).textContent || ''}))`)
-	if len(rows) != 7 {
-		t.Fatalf("jobs list shows %d rows, want 7: %+v", len(rows), rows)
+	if len(rows) != 8 {
+		t.Fatalf("jobs list shows %d rows, want 8: %+v", len(rows), rows)
 	}
 	for _, r := range rows {
+		if r.Job == "no-template" {
+			if r.Template != "–" || r.Href != "" || r.Flag != "" {
+				t.Errorf("jobs row %+v, want no template and no flag", r)
+			}
+			continue
+		}
 		wantFlag := ""
 		if r.Job == "1005" {
 			wantFlag = "1 regression"
@@ -381,6 +388,18 @@ func testJobsTemplates(t *testing.T, browser context.Context, base string) {
 	}
 	if hist != 1 {
 		t.Errorf("jobs list made %d history requests, want 1 (one template)", hist)
+	}
+	tab.checkProblems(t)
+
+	// The runs of one template: the link at the top of its runs table.
+	tab.navigate(t, base+"/?template=7")
+	tab.poll(t, `window.peakline && window.peakline.ready && window.peakline.flagged >= 1`)
+	jobs := webEval[[]string](t, tab, `[...document.querySelectorAll('#jobs-body tr')].map(tr => tr.dataset.job)`)
+	if want := []string{"1006", "1005", "1004", "1003", "1002", "1001", "loops"}; !slices.Equal(jobs, want) {
+		t.Errorf("jobs of template 7: %q, want %q", jobs, want)
+	}
+	if got := webEval[string](t, tab, `document.getElementById('jobs-note').textContent`); got != "7 of 7 jobs of template 7" {
+		t.Errorf("jobs note %q", got)
 	}
 	tab.checkProblems(t)
 }

@@ -24,6 +24,8 @@ const $ = (id) => document.getElementById(id);
 // every page is in), and the request under way, if any.
 const list = { q: '', next: '', shown: 0, total: 0, pages: 0, loading: null, done: false };
 let pageRows = PAGE_ROWS;
+// `?template=ID` lists only the runs of that job template.
+let onlyTemplate = '';
 let observer = null;
 // Template id → promise of its history (null when it could not load).
 const histories = new Map();
@@ -44,8 +46,9 @@ function row(j) {
 }
 
 function note() {
-  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} jobs`;
-  if (list.total === 0 && !list.q) text = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
+  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} jobs${onlyTemplate ? ` of template ${onlyTemplate}` : ''}`;
+  if (list.total === 0 && onlyTemplate) text = `No job of template ${onlyTemplate}${list.q ? ` has an id containing “${list.q}”` : ''}.`;
+  else if (list.total === 0 && !list.q) text = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
   else if (list.total === 0) text = `No job id contains “${list.q}”.`;
   else if (!list.done) text += ' · scroll for more';
   $('jobs-note').textContent = text;
@@ -60,6 +63,7 @@ async function loadPage() {
   list.loading = ctl;
   const params = new URLSearchParams({ limit: String(pageRows) });
   if (list.q) params.set('q', list.q);
+  if (onlyTemplate) params.set('template', onlyTemplate);
   if (list.next) params.set('cursor', list.next);
   try {
     const resp = await fetch(`/api/v1/jobs?${params}`, { headers: { Accept: 'application/json' }, signal: ctl.signal });
@@ -137,6 +141,7 @@ async function start() {
   const n = Number(params.get('limit'));
   if (Number.isInteger(n) && n >= 1 && n <= 5000) pageRows = n;
   const q = (params.get('q') || '').trim();
+  onlyTemplate = (params.get('template') || '').trim();
   $('filter').value = q;
   let timer = 0;
   $('filter').addEventListener('input', () => {

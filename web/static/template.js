@@ -124,7 +124,8 @@ function renderRuns(runs, tasks) {
       el('td', { class: 'num' }, n ? el('span', { class: 'badge regression' }, `${n} regression${n === 1 ? '' : 's'}`) : el('span', { class: 'muted' }, 'none')));
   });
   const table = el('table', { class: 'runs' },
-    el('caption', {}, el('span', { class: 'caption-title' }, `Runs (${fmtCount(runs.length)})`), el('span', { class: 'muted' }, ' oldest first: run n is the n-th point from the left in every chart below')),
+    el('caption', {}, el('span', { class: 'caption-title' }, `Runs (${fmtCount(runs.length)})`), el('span', { class: 'muted' }, ' oldest first: run n is the n-th point from the left in every chart below · '),
+      el('a', { href: `/?template=${encodeURIComponent(templateId)}` }, 'all jobs of this template')),
     el('thead', {}, el('tr', {}, ...['Run', 'Job', 'Started', 'Duration', 'Status', 'Regressions'].map((h, i) => el('th', { scope: 'col', class: [0, 3, 5].includes(i) ? 'num' : '' }, h)))),
     el('tbody', {}, ...rows));
   $('runs').replaceChildren(table);
