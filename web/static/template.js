@@ -9,7 +9,7 @@
 
 import { el, svg, fmtDateTime, fmtDuration, fmtCount, apiError, pathSegment } from './format.js';
 import {
-  METRICS, METRIC, DEFAULT_RUNS, metricValue, historyURL, jobTaskURL, regressionText, regressionDetail, median, fmtFactor,
+  METRICS, DEFAULT_RUNS, metricValue, historyURL, jobTaskURL, regressionText, regressionDetail, median, fmtFactor,
 } from './history.js';
 
 // Runs a page may ask for with ?last=N (the API answers at most 100).
