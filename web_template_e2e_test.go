@@ -122,6 +122,47 @@ func TestTemplatePage(t *testing.T) {
 	})
 	t.Run("job page vs usual", func(t *testing.T) { testJobVsUsual(t, browser, srv.URL, jobFactor, heavyCounter) })
 	t.Run("jobs list", func(t *testing.T) { testJobsTemplates(t, browser, srv.URL) })
+	t.Run("history.js", func(t *testing.T) { testHistoryJS(t, browser, srv.URL) })
+}
+
+// testHistoryJS checks the "vs usual" figures of history.js on a small
+// history document, in the page's own module: the factor of a flagged
+// run, a task with too few other runs, a change the server did not flag,
+// a usual task, a lighter run, a job outside the document; and that it leaves the
+// document as it was.
+func testHistoryJS(t *testing.T, browser context.Context, base string) {
+	tab := webOpenTab(t, browser)
+	tab.navigate(t, base+"/templates/none")
+	tab.poll(t, `window.peakline && window.peakline.ready`)
+	ctx, cancel := context.WithTimeout(tab.ctx, webTimeout)
+	defer cancel()
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+		const h = await import('/static/history.js');
+		const run = (job, counter, mem, dur) => ({job_id: job, counter, start: 0, duration_ms: dur, cpu_seconds: 1, max: {memory: mem, cpu: 50}, mean: {}});
+		const jobs = ['j1', 'j2', 'j3', 'j4', 'j5'];
+		const doc = {runs: jobs.map((j) => ({job_id: j})), tasks: [
+			{key: 'a', name: 'a', runs: [run('j1', 3, 100, 1000), run('j2', 4, 100, 1000), run('j3', 3, 110, 1000), run('j4', 3, 90, 1000), run('j5', 5, 300, 1000)],
+			 regressions: [{job_id: 'j5', metric: 'memory_max', value: 300, baseline: 100, factor: 3}]},
+			{key: 'b', name: 'b', runs: [run('j4', 6, 10, 1000), run('j5', 7, 10, 2000)], regressions: []},
+			{key: 'c', name: 'c', runs: jobs.map((j, i) => run(j, 8 + i, 10, i === 4 ? 1500 : 1000)), regressions: []},
+			{key: 'd', name: 'd', runs: jobs.map((j, i) => run(j, 20 + i, 10, 1000)), regressions: []},
+			{key: 'e', name: 'e', runs: jobs.map((j, i) => run(j, 30 + i, i === 0 ? 50 : 100, 1000)), regressions: []},
+		]};
+		const before = JSON.stringify(doc);
+		const say = (job) => [...h.usualOf(doc, job)].map(([c, e]) => c + ': ' + ((h.usualSummary(e) || {text: '—'}).text) + ((h.usualSummary(e) || {}).regressed ? ' !' : '')).join(', ');
+		const out = [say('j5'), say('j1'), say('nope') || '(none)', [2.776, 0.5, 1, 12.3, NaN].map(h.fmtFactor).join(' ')];
+		if (JSON.stringify(doc) !== before) out.push('the document was modified');
+		return out.join(' | ');
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "5: memory 3.0× usual !, 7: —, 12: duration 1.5× usual, 24: as usual, 34: as usual" +
+		" | 3: as usual, 8: as usual, 20: as usual, 30: memory 0.50× usual | (none) | 2.8× 0.50× 1.0× 12× –"
+	if got != want {
+		t.Errorf("history.js says\n%s\nwant\n%s", got, want)
+	}
+	tab.checkProblems(t)
 }
 
 func getHistory(t *testing.T, u string) *historyDoc {
