@@ -165,3 +165,72 @@ func deref(p *float64) any {
 	}
 	return *p
 }
+
+// History requests while runs are written (and one rewritten) answer
+// whole windows: every run listed once, oldest first, each task's
+// entries from listed runs only; the rewritten run's new values show.
+func TestTemplateHistoryUnderWrites(t *testing.T) {
+	hs, store := newTestServer(t)
+	for i := range 4 {
+		templateRun(t, store, "7", fmt.Sprint(1001+i), i, 200)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				var h historyDoc
+				if code := getJSON(t, hs.URL+"/api/v1/templates/7/history", &h); code != 200 {
+					errs <- fmt.Errorf("history: %d", code)
+					return
+				}
+				listed := map[string]bool{}
+				for i, r := range h.Runs {
+					if listed[r.JobID] || (i > 0 && r.Start < h.Runs[i-1].Start) {
+						errs <- fmt.Errorf("runs %+v not each once, oldest first", h.Runs)
+						return
+					}
+					listed[r.JobID] = true
+				}
+				for _, task := range h.Tasks {
+					for _, r := range task.Runs {
+						if !listed[r.JobID] {
+							errs <- fmt.Errorf("task %s has an entry of unlisted run %s", task.Key, r.JobID)
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	for i := 4; i < 12; i++ {
+		templateRun(t, store, "7", fmt.Sprint(1001+i), i, 200)
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A late sample of 800 MiB in run 1012's cache task: the cached
+	// statistics of its old version are not used.
+	start := int64(1_796_010_000_000 + 11*600_000)
+	late := &tsdb.Batch{JobID: "1012", Series: []tsdb.SeriesData{{Resource: "memory", Counter: 21, UUID: "u11-0", Task: "allocate cache",
+		Ts: []int64{start + 2100}, Vs: []float64{800 << 20}}}}
+	if _, err := store.Append(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	var h historyDoc
+	if code := getJSON(t, hs.URL+"/api/v1/templates/7/history", &h); code != 200 || len(h.Runs) != 12 {
+		t.Fatalf("history: %d, %d runs; want 12", code, len(h.Runs))
+	}
+	if regs := h.Tasks[0].Regressions; len(regs) != 1 || regs[0].JobID != "1012" || regs[0].Value != 800<<20 {
+		t.Errorf("after the rewrite: regressions %+v, want 1012's 800 MiB", regs)
+	}
+}
