@@ -293,6 +293,22 @@ func testTemplatePage(t *testing.T, browser context.Context, base, wantFactor st
 	if *updateScreenshot {
 		webScreenshotTo(t, tab, "template-page.png")
 	}
+	if got := webEval[[]string](t, tab, `[...document.querySelectorAll('a.last-n')].map(a => a.getAttribute('href'))`); !slices.Equal(got, []string{"?last=10", "?last=50", "?last=100"}) {
+		t.Errorf("run count links %q, want 10, 50 and 100 (20 is shown)", got)
+	}
+
+	// The last three runs are too few to judge: nothing is marked.
+	short := webOpenTab(t, browser)
+	short.navigate(t, base+"/templates/7?last=3")
+	short.poll(t, `window.peakline && window.peakline.ready`)
+	if got := webEval[[]string](t, short, `[...document.querySelectorAll('table.runs tbody tr')].map(tr => tr.dataset.job)`); !slices.Equal(got, []string{"1004", "1005", "1006"}) {
+		t.Errorf("last 3 runs %q, want 1004 1005 1006", got)
+	}
+	if n := webEval[int](t, short, `document.querySelectorAll('circle.pt.regression').length`); n != 0 {
+		t.Errorf("%d regressions marked among 3 runs, want none", n)
+	}
+	short.waitText(t, "#status", "at least three other runs")
+	short.checkProblems(t)
 
 	// Clicking it opens job 1005 zoomed to that task, the task picked.
 	p := tab.center(t, `circle.pt.regression`)

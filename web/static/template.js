@@ -125,7 +125,12 @@ function renderRuns(runs, tasks) {
   });
   const table = el('table', { class: 'runs' },
     el('caption', {}, el('span', { class: 'caption-title' }, `Runs (${fmtCount(runs.length)})`), el('span', { class: 'muted' }, ' oldest first: run n is the n-th point from the left in every chart below · '),
-      el('a', { href: `/?template=${encodeURIComponent(templateId)}` }, 'all jobs of this template')),
+      el('a', { href: `/?template=${encodeURIComponent(templateId)}` }, 'all jobs of this template'),
+      el('span', { class: 'muted' }, ' · compare the last '),
+      ...[10, 20, 50, 100].flatMap((n, i) => [i ? ' ' : null, n === lastParam()
+        ? el('b', {}, String(n))
+        : el('a', { href: `?last=${n}`, class: 'last-n' }, String(n))]).filter(Boolean),
+      el('span', { class: 'muted' }, ' runs')),
     el('thead', {}, el('tr', {}, ...['Run', 'Job', 'Started', 'Duration', 'Status', 'Regressions'].map((h, i) => el('th', { scope: 'col', class: [0, 3, 5].includes(i) ? 'num' : '' }, h)))),
     el('tbody', {}, ...rows));
   $('runs').replaceChildren(table);
