@@ -118,7 +118,7 @@ func TestTemplatePage(t *testing.T) {
 
 	browser := webBrowser(t, chromium)
 	t.Run("template page", func(t *testing.T) {
-		testTemplatePage(t, browser, srv.URL, wantFactor, heavyCounter, heavyStart, heavyEnd)
+		testTemplatePage(t, browser, srv.URL, wantFactor, jobFactor, heavyCounter, heavyStart, heavyEnd)
 	})
 	t.Run("job page vs usual", func(t *testing.T) { testJobVsUsual(t, browser, srv.URL, jobFactor, heavyCounter) })
 	t.Run("jobs list", func(t *testing.T) { testJobsTemplates(t, browser, srv.URL) })
@@ -230,7 +230,7 @@ type templatePoint struct {
 	Points int     `json:"points"`
 }
 
-func testTemplatePage(t *testing.T, browser context.Context, base, wantFactor string, counter, start, end int64) {
+func testTemplatePage(t *testing.T, browser context.Context, base, wantFactor, jobFactor string, counter, start, end int64) {
 	tab := webOpenTab(t, browser)
 	tab.navigate(t, base+"/templates/7")
 	tab.poll(t, `window.peakline && window.peakline.ready`)
@@ -344,6 +344,7 @@ func testTemplatePage(t *testing.T, browser context.Context, base, wantFactor st
 		t.Errorf("job page window %+v, want zoomed around the task's %d..%d", win, start, end)
 	}
 	tab.waitText(t, `#detail h2`, "allocate cache")
+	tab.waitText(t, `#detail`, "Against the template's other runs: "+jobFactor+".")
 	if got := webEval[string](t, tab, `(document.querySelector('#tasks tr.marked') || {dataset: {}}).dataset.counter || ''`); got != fmt.Sprint(counter) {
 		t.Errorf("marked task row has counter %q, want %d", got, counter)
 	}

@@ -46,7 +46,8 @@ const state = {
   // ?task=COUNTER (a link from the template page): the task to zoom to
   // on the first load and to mark while it is in the payload.
   focus: 0,
-  focused: false,
+  focused: false, // zoomed to it (or it needed no zoom)
+  focusShown: false, // marked and picked once: later views leave the user's choices alone
 };
 
 const zoomed = () => state.from !== null;
@@ -235,7 +236,7 @@ function show(p) {
   if (p.template_id && !state.template) state.template = { id: p.template_id, name: p.template_name || '' };
   renderTemplate();
   if (state.template && !state.historyAsked) loadHistory();
-  if (state.focus) showFocus();
+  if (state.focus && !state.focusShown) showFocus();
   $('reset').disabled = !zoomed();
   document.body.classList.toggle('no-samples', p.series.length === 0);
   document.body.classList.remove('no-job');
@@ -347,7 +348,8 @@ async function loadHistory() {
   debug.history = { runs: (h.runs || []).length, tasks: state.history.usual.size, regressions: state.history.regressions.length };
   renderTemplate();
   table.setUsual(usualFor);
-  if (state.focused) showFocus(); // its detail names the change
+  // The focused task's detail names the change, unless another was picked since.
+  if (state.focusShown && debug.lastPick === null && !$('detail').hidden) showFocus();
 }
 
 // usualFor is the "vs usual" summary of one task of the payload.
@@ -385,6 +387,7 @@ function showFocus() {
   charts.highlightTask(task);
   const usual = usualFor(task);
   showDetail({ task, note: usual ? `Against the template's other runs: ${usual.text}.` : null }, events(task));
+  state.focusShown = true;
   return true;
 }
 
