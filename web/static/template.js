@@ -106,7 +106,7 @@ function renderRegressions(tasks) {
     el('ul', {}, ...items.map(({ t, reg, at }) => el('li', { dataset: { job: reg.job_id, metric: reg.metric, task: t.key } },
       el('a', { href: jobTaskURL(reg.job_id, at ? at.counter : 0) }, `job ${reg.job_id}`), ' · ',
       el('span', { class: 'task-name' }, t.name || '(unnamed task)'), ' · ',
-      el('b', { class: 'regression-text' }, regressionText(reg)),
+      el('strong', { class: 'regression-text' }, regressionText(reg)),
       el('span', { class: 'muted' }, ` — ${regressionDetail(reg).replace(/^[^:]*: /, '')}`)))));
 }
 
@@ -128,7 +128,7 @@ function renderRuns(runs, tasks) {
       el('a', { href: `/?template=${encodeURIComponent(templateId)}` }, 'all jobs of this template'),
       el('span', { class: 'muted' }, ' · compare the last '),
       ...[10, 20, 50, 100].flatMap((n, i) => [i ? ' ' : null, n === lastParam()
-        ? el('b', {}, String(n))
+        ? el('strong', {}, String(n))
         : el('a', { href: `?last=${n}`, class: 'last-n' }, String(n))]).filter(Boolean),
       el('span', { class: 'muted' }, ' runs')),
     el('thead', {}, el('tr', {}, ...['Run', 'Job', 'Started', 'Duration', 'Status', 'Regressions'].map((h, i) => el('th', { scope: 'col', class: [0, 3, 5].includes(i) ? 'num' : '' }, h)))),
