@@ -184,6 +184,8 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 		"HEAD /":                                     {"read", 200},
 		"GET /jobs/:job":                             {"read", 200},
 		"HEAD /jobs/:job":                            {"read", 200},
+		"GET /templates/:template":                   {"read", 200},
+		"HEAD /templates/:template":                  {"read", 200},
 		"GET /static/*":                              {"read", 200},
 		"HEAD /static/*":                             {"read", 200},
 		"GET /api/v1/jobs":                           {"read", 200},

@@ -60,7 +60,16 @@ func (s *Server) graph(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, p)
+	return c.JSON(http.StatusOK, graphAnswer{Payload: p, TemplateID: job.Info.TemplateID, TemplateName: job.Info.TemplateName})
+}
+
+// graphAnswer is the graph payload with the job's template, when it has
+// one (left out otherwise), so the job page can show how the run compares
+// with the template's other runs.
+type graphAnswer struct {
+	*downsample.Payload
+	TemplateID   string `json:"template_id,omitempty"`
+	TemplateName string `json:"template_name,omitempty"`
 }
 
 // taskList is the answer of GET /api/v1/jobs/{job}/tasks.
