@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -34,14 +33,16 @@ const maxKeepNames = 100
 //     at the query step, as in MetricsQL;
 //   - start(), end() and step() become numbers (seconds), and so do
 //     durations standing as numbers (`time() - 5m`);
-//   - keep_metric_names is rewritten with label_replace (see keepNames).
+//   - keep_metric_names is rewritten with label_replace (see keepNames);
+//   - MetricsQL's functions, aggregations and operators the engine
+//     lacks become calls of functions registered with the engine, and
+//     or-delimited filters, union, default, if, ifnot, limit and prefix
+//     are rewritten (translate_mql.go).
 //
-// Whatever the Prometheus engine cannot run (MetricsQL-only functions,
-// aggregations and operators, or-filters, limit, prefix and fill
+// What is left (the functions README's MetricsQL table leaves out, fill
 // modifiers) is refused with ErrBadData naming it.
 type translator struct {
 	ctx     context.Context
-	query   string // as the user wrote it, for error messages
 	startMs int64
 	endMs   int64
 	stepMs  int64 // 0 for an instant query
@@ -58,6 +59,7 @@ type translator struct {
 	// branches counts the keep_metric_names branches built so far: nested
 	// rewrites over different selectors multiply them.
 	branches int
+	nowMs    int64 // the value of now(), ms
 }
 
 func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
@@ -69,6 +71,9 @@ func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
 	case *metricsql.DurationExpr:
 		return &parser.NumberLiteral{Val: float64(e.Duration(t.unitMs)) / 1000}, nil
 	case *metricsql.MetricExpr:
+		if len(e.LabelFilterss) > 1 {
+			return t.orSelectors(e, nil)
+		}
 		return t.selector(e)
 	case *metricsql.RollupExpr:
 		return t.rollup(e)
@@ -150,6 +155,8 @@ func (t *translator) rollup(re *metricsql.RollupExpr) (parser.Expr, error) {
 	case re.Window != nil:
 		// MetricsQL reads `sum(x)[5m]` as a subquery at the query step.
 		return t.subquery(re, t.duration(re.Window), t.implicitStep())
+	case isSelector && len(me.LabelFilterss) > 1:
+		return t.orSelectors(me, re)
 	case isSelector:
 		vs, err := t.selector(me)
 		if err != nil {
@@ -247,30 +254,20 @@ func (t *translator) implicitStep() time.Duration {
 // unsupported refuses a function the engine cannot run, naming it as the
 // user wrote it.
 func (t *translator) unsupported(name string) error {
-	what := fmt.Sprintf("function %q", name)
-	if re, ok := templateOf[name]; ok {
-		if m := re.FindString(t.query); m != "" {
-			tmpl := strings.TrimRight(strings.TrimSuffix(strings.TrimSpace(m), "("), " \t")
-			what = fmt.Sprintf("function %q (MetricsQL expands it to %s)", tmpl, name)
-		}
-	}
-	return &Error{Type: ErrBadData, Err: fmt.Errorf("%s: %w", what, ErrUnsupportedFunction)}
-}
-
-// templateOf names the built-in MetricsQL templates whose expansion uses
-// a function PromQL lacks, so that errors name what the user wrote.
-var templateOf = map[string]*regexp.Regexp{
-	"range_quantile":     regexp.MustCompile(`(?i)\brange_median\s*\(`),
-	"label_set":          regexp.MustCompile(`(?i)\balias\s*\(`),
-	"smooth_exponential": regexp.MustCompile(`(?i)\bttf\s*\(`),
+	return &Error{Type: ErrBadData, Err: fmt.Errorf("function %q: %w", name, ErrUnsupportedFunction)}
 }
 
 // call translates a function call.
 func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 	name := strings.ToLower(fe.Name)
+	if out, ok, err := t.mqlCall(fe, name); ok {
+		return out, err
+	}
 	switch {
-	case name == "":
-		return nil, badData("%s: unions of series lists are MetricsQL-only; join them with the or operator instead", fe.AppendString(nil))
+	case name == "timezone_offset":
+		if err := checkTimezone(fe); err != nil {
+			return nil, err
+		}
 	case len(fe.Args) == 0 && name == "start":
 		return &parser.NumberLiteral{Val: float64(t.startMs) / 1000}, nil
 	case len(fe.Args) == 0 && name == "end":
@@ -329,16 +326,27 @@ var aggregators = map[string]parser.ItemType{
 
 // aggregate translates an aggregation.
 func (t *translator) aggregate(ae *metricsql.AggrFuncExpr) (parser.Expr, error) {
-	op, ok := aggregators[strings.ToLower(ae.Name)]
-	if !ok {
-		return nil, t.unsupported(strings.ToLower(ae.Name))
+	name := strings.ToLower(ae.Name)
+	if out, ok, err := t.mqlAggregate(ae, name); ok {
+		if err != nil {
+			return nil, err
+		}
+		return t.limitGroupsOf(ae, out)
 	}
-	if ae.Limit > 0 {
-		return nil, badData("%s: the limit modifier is MetricsQL-only; use topk or bottomk", ae.AppendString(nil))
+	op, ok := aggregators[name]
+	if !ok {
+		return nil, t.unsupported(name)
 	}
 	want := 1
 	if op.IsAggregatorWithParam() {
 		want = 2
+	}
+	if len(ae.Args) > want && !op.IsAggregatorWithParam() {
+		// MetricsQL aggregates the union of several arguments.
+		u := &metricsql.FuncExpr{Name: "union", Args: ae.Args}
+		one := *ae
+		one.Args = []metricsql.Expr{u}
+		ae = &one
 	}
 	if len(ae.Args) != want {
 		return nil, badData("%s: %s takes %d argument(s), got %d", ae.AppendString(nil), ae.Name, want, len(ae.Args))
@@ -363,7 +371,7 @@ func (t *translator) aggregate(ae *metricsql.AggrFuncExpr) (parser.Expr, error) 
 	default:
 		return nil, badData("%s: unknown grouping modifier %q", ae.AppendString(nil), ae.Modifier.Op)
 	}
-	return out, nil
+	return t.limitGroupsOf(ae, out)
 }
 
 var binaryOps = map[string]parser.ItemType{
@@ -375,12 +383,12 @@ var binaryOps = map[string]parser.ItemType{
 
 // binary translates a binary operation with its matching modifiers.
 func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
+	if out, ok, err := t.mqlBinary(be, strings.ToLower(be.Op)); ok {
+		return out, err
+	}
 	op, ok := binaryOps[strings.ToLower(be.Op)]
 	if !ok {
 		return nil, badData("%s: the %s operator is MetricsQL-only", be.AppendString(nil), be.Op)
-	}
-	if be.JoinModifierPrefix != nil {
-		return nil, badData("%s: the prefix modifier is MetricsQL-only", be.AppendString(nil))
 	}
 	if be.FillLeft != nil || be.FillRight != nil {
 		return nil, badData("%s: fill modifiers are not supported", be.AppendString(nil))
@@ -393,7 +401,9 @@ func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &parser.BinaryExpr{Op: op, LHS: operand(lhs), RHS: operand(rhs), ReturnBool: be.Bool}
+	if op.IsSetOperator() {
+		lhs, rhs = setOperand(lhs), setOperand(rhs)
+	}
 	vm := &parser.VectorMatching{Card: parser.CardOneToOne}
 	if op.IsSetOperator() {
 		vm.Card = parser.CardManyToMany
@@ -413,12 +423,19 @@ func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
 	case "group_left":
 		vm.Card = parser.CardManyToOne
 		vm.Include = slices.Clone(be.JoinModifier.Args)
+		if be.JoinModifierPrefix != nil {
+			rhs, vm.Include = t.prefixed(be, rhs, vm.Include, vm)
+		}
 	case "group_right":
 		vm.Card = parser.CardOneToMany
 		vm.Include = slices.Clone(be.JoinModifier.Args)
+		if be.JoinModifierPrefix != nil {
+			lhs, vm.Include = t.prefixed(be, lhs, vm.Include, vm)
+		}
 	default:
 		return nil, badData("%s: unknown join modifier %q", be.AppendString(nil), be.JoinModifier.Op)
 	}
+	out := &parser.BinaryExpr{Op: op, LHS: operand(lhs), RHS: operand(rhs), ReturnBool: be.Bool}
 	out.VectorMatching = vm
 	return out, nil
 }

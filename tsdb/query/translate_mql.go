@@ -1,0 +1,559 @@
+package query
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metricsql"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// The translator's rewrites of MetricsQL functions, aggregations and
+// operators into calls of the functions registered in transform.go,
+// transform_range.go and aggr.go, or into plain PromQL.
+
+// rangeSeriesArg names the range transforms (transform_range.go) with
+// the index of their series argument: the translator hands them the
+// whole query range (wholeRange).
+var rangeSeriesArg = map[string]int{
+	"range_max": 0, "range_min": 0, "range_sum": 0, "range_avg": 0, "range_first": 0, "range_last": 0,
+	"range_stddev": 0, "range_stdvar": 0, "range_mad": 0, "range_quantile": 1, "range_zscore": 0,
+	"range_normalize": 0, "range_linear_regression": 0, "range_trim_outliers": 1, "range_trim_spikes": 1,
+	"range_trim_zscore": 1, "running_sum": 0, "running_max": 0, "running_min": 0, "running_avg": 0,
+	"keep_last_value": 0, "keep_next_value": 0, "interpolate": 0, "remove_resets": 0, "smooth_exponential": 0,
+}
+
+// keepsName lists the range transforms whose results keep the metric
+// name in VictoriaMetrics (which the engine drops from what a
+// range-vector function returns; the translator puts it back).
+var keepsName = map[string]bool{
+	"range_avg": true, "range_first": true, "range_last": true, "range_linear_regression": true,
+	"range_max": true, "range_min": true, "range_normalize": true, "range_quantile": true,
+	"range_stdvar": true, "running_avg": true, "running_max": true, "running_min": true,
+	"interpolate": true, "keep_last_value": true, "keep_next_value": true, "smooth_exponential": true,
+}
+
+// regexpArg names the step transforms with a regular expression
+// argument, checked before the query runs.
+var regexpArg = map[string]int{"label_match": 2, "label_mismatch": 2, "label_transform": 2}
+
+// wholeRange wraps a vector expression as the subquery of the whole
+// query range at the query step, pinned with @ to the last step, so that
+// a range-vector function sees the whole range at every step and the
+// engine evaluates it once. An instant query's range is its one instant.
+// The subquery's grid is the engine's, aligned to multiples of the step:
+// for a range whose start is not a multiple of the step (Grafana and
+// VictoriaMetrics align it) the points fall between the query's steps.
+func (t *translator) wholeRange(inner parser.Expr) *parser.SubqueryExpr {
+	stepMs, lastMs, rangeMs := int64(1), t.endMs, int64(1)
+	if t.stepMs > 0 {
+		stepMs = t.stepMs
+		lastMs = t.startMs + (t.endMs-t.startMs)/stepMs*stepMs
+		rangeMs = lastMs - t.startMs + stepMs
+	}
+	at := lastMs
+	return &parser.SubqueryExpr{
+		Expr:      paren(inner),
+		Range:     time.Duration(rangeMs) * time.Millisecond,
+		Step:      time.Duration(stepMs) * time.Millisecond,
+		Timestamp: &at,
+	}
+}
+
+// seriesArg translates an argument that must be an instant vector;
+// a scalar becomes vector(scalar), as MetricsQL treats numbers as series
+// without labels.
+func (t *translator) seriesArg(e metricsql.Expr) (parser.Expr, error) {
+	pe, err := t.expr(e)
+	if err != nil {
+		return nil, err
+	}
+	switch pe.Type() {
+	case parser.ValueTypeVector:
+		return pe, nil
+	case parser.ValueTypeScalar:
+		return &parser.Call{Func: parser.Functions["vector"], Args: parser.Expressions{pe}}, nil
+	}
+	return nil, badData("%s: expected a series expression, got a %s", e.AppendString(nil), parser.DocumentedType(pe.Type()))
+}
+
+func (t *translator) internalCall(name string, args ...parser.Expr) *parser.Call {
+	return &parser.Call{Func: parser.Functions[name], Args: args}
+}
+
+func str(s string) *parser.StringLiteral { return &parser.StringLiteral{Val: s} }
+
+func num(v float64) *parser.NumberLiteral { return &parser.NumberLiteral{Val: v} }
+
+// unionOf joins expressions with union(), or returns the one.
+func (t *translator) unionOf(es []parser.Expr) parser.Expr {
+	if len(es) == 1 {
+		return es[0]
+	}
+	return t.internalCall("union", es...)
+}
+
+// mqlCall translates the MetricsQL functions that need more than a call
+// of the same name; ok is false for the rest.
+func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Expr, ok bool, err error) {
+	if strings.HasPrefix(name, internalPrefix) {
+		return nil, true, t.unsupported(name)
+	}
+	if split, ok := orSplit(fe); ok {
+		var es []parser.Expr
+		for _, f := range split {
+			e, err := t.call(f)
+			if err != nil {
+				return nil, true, err
+			}
+			es = append(es, e)
+		}
+		return t.unionOf(es), true, nil
+	}
+	switch name {
+	case "", "union":
+		var es []parser.Expr
+		for _, a := range fe.Args {
+			e, err := t.seriesArg(a)
+			if err != nil {
+				return nil, true, err
+			}
+			es = append(es, e)
+		}
+		if len(es) == 0 {
+			return nil, true, badData("%s: union needs at least one argument", fe.AppendString(nil))
+		}
+		return t.internalCall("union", es...), true, nil
+	case "now":
+		if len(fe.Args) != 0 {
+			return nil, true, badData("%s: now() takes no arguments", fe.AppendString(nil))
+		}
+		return num(float64(t.nowMs) / 1000), true, nil
+	case "sort_by_label", "sort_by_label_desc":
+		// The engine's experimental functions of these names order
+		// naturally; VictoriaMetrics compares the values as strings.
+		return t.callAs(fe, internalPrefix+name)
+	case "range_normalize":
+		if len(fe.Args) > 1 {
+			var es []parser.Expr
+			for _, a := range fe.Args {
+				e, err := t.call(&metricsql.FuncExpr{Name: fe.Name, Args: []metricsql.Expr{a}})
+				if err != nil {
+					return nil, true, err
+				}
+				es = append(es, e)
+			}
+			return t.unionOf(es), true, nil
+		}
+	}
+	if i, ok := regexpArg[name]; ok && i < len(fe.Args) {
+		if s, ok := fe.Args[i].(*metricsql.StringExpr); ok {
+			if _, err := regexp.Compile(s.S); err != nil {
+				return nil, true, badData("%s: argument %d: %v", fe.AppendString(nil), i+1, err)
+			}
+		}
+	}
+	if at, ok := rangeSeriesArg[name]; ok {
+		out, err := t.rangeCall(fe, name, at)
+		return out, true, err
+	}
+	return nil, false, nil
+}
+
+// callAs translates fe as a call of the registered function name.
+func (t *translator) callAs(fe *metricsql.FuncExpr, name string) (parser.Expr, bool, error) {
+	fn := parser.Functions[name]
+	args := make(parser.Expressions, 0, len(fe.Args))
+	for _, a := range fe.Args {
+		pe, err := t.expr(a)
+		if err != nil {
+			return nil, true, err
+		}
+		args = append(args, pe)
+	}
+	return &parser.Call{Func: fn, Args: args}, true, nil
+}
+
+// rangeCall translates a range transform: its series argument becomes
+// the whole range; where VictoriaMetrics keeps the metric name, the
+// result gets the names back from last_over_time of the same range
+// (which the engine lets keep them).
+func (t *translator) rangeCall(fe *metricsql.FuncExpr, name string, at int) (parser.Expr, error) {
+	fn := parser.Functions[name]
+	if len(fe.Args) != len(fn.ArgTypes) {
+		return nil, badData("%s: %s takes %d argument(s), got %d", fe.AppendString(nil), name, len(fn.ArgTypes), len(fe.Args))
+	}
+	args := make(parser.Expressions, len(fe.Args))
+	var series parser.Expr
+	for i, a := range fe.Args {
+		if i != at {
+			pe, err := t.expr(a)
+			if err != nil {
+				return nil, err
+			}
+			args[i] = pe
+			continue
+		}
+		pe, err := t.seriesArg(a)
+		if err != nil {
+			return nil, err
+		}
+		series = pe
+		args[i] = t.wholeRange(pe)
+	}
+	var out parser.Expr = &parser.Call{Func: fn, Args: args}
+	if keepsName[name] && !fe.KeepMetricNames {
+		names := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(series)}}
+		out = t.internalCall(internalPrefix+"names", out, names)
+	}
+	return out, nil
+}
+
+// orSplit splits a call whose range-vector argument is a selector with
+// or-delimited filters into one call per filter group.
+func orSplit(fe *metricsql.FuncExpr) ([]*metricsql.FuncExpr, bool) {
+	fn, ok := parser.Functions[strings.ToLower(fe.Name)]
+	if !ok {
+		return nil, false
+	}
+	for i, a := range fe.Args {
+		if argType(fn, i) != parser.ValueTypeMatrix {
+			continue
+		}
+		me, re := orSelector(a)
+		if me == nil {
+			continue
+		}
+		out := make([]*metricsql.FuncExpr, 0, len(me.LabelFilterss))
+		for _, lfs := range me.LabelFilterss {
+			var arg metricsql.Expr = &metricsql.MetricExpr{LabelFilterss: [][]metricsql.LabelFilter{lfs}}
+			if re != nil {
+				r := *re
+				r.Expr = arg
+				arg = &r
+			}
+			f := *fe
+			f.Args = append([]metricsql.Expr(nil), fe.Args...)
+			f.Args[i] = arg
+			out = append(out, &f)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// orSelector returns the selector with or-delimited filters that e is,
+// possibly under a window, offset or @ (returned too).
+func orSelector(e metricsql.Expr) (*metricsql.MetricExpr, *metricsql.RollupExpr) {
+	switch e := e.(type) {
+	case *metricsql.MetricExpr:
+		if len(e.LabelFilterss) > 1 {
+			return e, nil
+		}
+	case *metricsql.RollupExpr:
+		if me, ok := e.Expr.(*metricsql.MetricExpr); ok && len(me.LabelFilterss) > 1 && !e.ForSubquery() {
+			return me, e
+		}
+	}
+	return nil, nil
+}
+
+// orSelectors translates a selector with or-delimited filters as the
+// union of one selector per filter group, with the offset and @ of re.
+func (t *translator) orSelectors(me *metricsql.MetricExpr, re *metricsql.RollupExpr) (parser.Expr, error) {
+	var es []parser.Expr
+	for _, lfs := range me.LabelFilterss {
+		one := &metricsql.MetricExpr{LabelFilterss: [][]metricsql.LabelFilter{lfs}}
+		vs, err := t.selector(one)
+		if err != nil {
+			return nil, err
+		}
+		if re != nil {
+			if err := t.modifiers(re, &vs.OriginalOffset, &vs.Timestamp, &vs.StartOrEnd); err != nil {
+				return nil, err
+			}
+		}
+		es = append(es, vs)
+	}
+	return t.unionOf(es), nil
+}
+
+// mqlAggregates names the aggregations registered in aggr.go (reduce:
+// one series per group) and those answering series of their own
+// (keepOriginal), by MetricsQL name, with their leading scalar params.
+var mqlAggregates = map[string]struct {
+	params       int
+	keepOriginal bool
+}{
+	"mode": {0, false}, "distinct": {0, false}, "geomean": {0, false}, "mad": {0, false}, "sum2": {0, false},
+	"any": {0, true}, "share": {0, true}, "zscore": {0, true}, "limitk": {1, true}, "outliers_mad": {1, true},
+}
+
+// rangeScore names the whole-range aggregations with the range
+// transform that scores each series and whether the lowest win.
+var rangeScore = map[string]struct {
+	score  string
+	bottom bool
+}{
+	"topk_max": {"range_max", false}, "topk_min": {"range_min", false}, "topk_avg": {"range_avg", false},
+	"topk_median": {"range_quantile", false}, "topk_last": {"range_last", false},
+	"bottomk_max": {"range_max", true}, "bottomk_min": {"range_min", true}, "bottomk_avg": {"range_avg", true},
+	"bottomk_median": {"range_quantile", true}, "bottomk_last": {"range_last", true},
+}
+
+// groupingStrings renders an aggregation's modifier as string arguments.
+func groupingStrings(ae *metricsql.AggrFuncExpr) ([]parser.Expr, error) {
+	op := strings.ToLower(ae.Modifier.Op)
+	if op != "" && op != "by" && op != "without" {
+		return nil, badData("%s: unknown grouping modifier %q", ae.AppendString(nil), ae.Modifier.Op)
+	}
+	out := []parser.Expr{str(op)}
+	for _, l := range ae.Modifier.Args {
+		out = append(out, str(l))
+	}
+	return out, nil
+}
+
+// mqlAggregate translates the MetricsQL aggregations the engine's
+// grammar lacks; ok is false for the rest.
+func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (parser.Expr, bool, error) {
+	nargs := func(want int) error {
+		if len(ae.Args) != want {
+			return badData("%s: %s takes %d argument(s), got %d", ae.AppendString(nil), name, want, len(ae.Args))
+		}
+		return nil
+	}
+	switch name {
+	case "median":
+		if err := nargs(1); err != nil {
+			return nil, true, err
+		}
+		q := *ae
+		q.Name = "quantile"
+		q.Args = []metricsql.Expr{&metricsql.NumberExpr{N: 0.5}, ae.Args[0]}
+		out, err := t.aggregate(&q)
+		return out, true, err
+	case "quantiles":
+		if len(ae.Args) < 3 {
+			return nil, true, badData("%s: quantiles takes a label name, one or more phis and the series", ae.AppendString(nil))
+		}
+		label, ok := ae.Args[0].(*metricsql.StringExpr)
+		if !ok {
+			return nil, true, badData("%s: the first argument of quantiles is a label name in quotes", ae.AppendString(nil))
+		}
+		var es []parser.Expr
+		for _, a := range ae.Args[1 : len(ae.Args)-1] {
+			phi, ok := a.(*metricsql.NumberExpr)
+			if !ok {
+				return nil, true, badData("%s: the phis of quantiles must be numbers", ae.AppendString(nil))
+			}
+			q := *ae
+			q.Name = "quantile"
+			q.Limit = 0
+			q.Args = []metricsql.Expr{phi, ae.Args[len(ae.Args)-1]}
+			e, err := t.aggregate(&q)
+			if err != nil {
+				return nil, true, err
+			}
+			es = append(es, t.internalCall("label_set", e, str(label.S), str(strconv.FormatFloat(phi.N, 'g', -1, 64))))
+		}
+		return t.unionOf(es), true, nil
+	}
+	if rs, ok := rangeScore[name]; ok {
+		if len(ae.Args) != 2 && len(ae.Args) != 3 {
+			return nil, true, badData("%s: %s takes k, the series and optionally a label for the sum of the rest", ae.AppendString(nil), name)
+		}
+		k, err := t.expr(ae.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		x, err := t.seriesArg(ae.Args[1])
+		if err != nil {
+			return nil, true, err
+		}
+		remaining := ""
+		if len(ae.Args) == 3 {
+			s, ok := ae.Args[2].(*metricsql.StringExpr)
+			if !ok {
+				return nil, true, badData("%s: the third argument of %s is a label name in quotes", ae.AppendString(nil), name)
+			}
+			remaining = s.S
+		}
+		scoreArgs := parser.Expressions{t.wholeRange(x)}
+		if rs.score == "range_quantile" {
+			scoreArgs = parser.Expressions{num(0.5), scoreArgs[0]}
+		}
+		dir := "top"
+		if rs.bottom {
+			dir = "bottom"
+		}
+		g, err := groupingStrings(ae)
+		if err != nil {
+			return nil, true, err
+		}
+		args := append([]parser.Expr{k, x, t.internalCall(rs.score, scoreArgs...), str(remaining), str(dir)}, g...)
+		return t.internalCall(internalPrefix+"topk_range", args...), true, nil
+	}
+	agg, ok := mqlAggregates[name]
+	if !ok {
+		return nil, false, nil
+	}
+	if err := nargs(agg.params + 1); err != nil {
+		return nil, true, err
+	}
+	var args []parser.Expr
+	for _, a := range ae.Args[:agg.params] {
+		pe, err := t.expr(a)
+		if err != nil {
+			return nil, true, err
+		}
+		args = append(args, pe)
+	}
+	x, err := t.seriesArg(ae.Args[agg.params])
+	if err != nil {
+		return nil, true, err
+	}
+	g, err := groupingStrings(ae)
+	if err != nil {
+		return nil, true, err
+	}
+	args = append(append(args, x), g...)
+	var out parser.Expr = t.internalCall(internalPrefix+name, args...)
+	if name == "outliers_mad" {
+		// VictoriaMetrics answers the whole series that stray at any
+		// step: those the per-step check flags anywhere in the range.
+		flagged := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
+		out = &parser.BinaryExpr{Op: parser.LAND, LHS: operand(x), RHS: flagged, VectorMatching: &parser.VectorMatching{Card: parser.CardManyToMany}}
+	}
+	return out, true, nil
+}
+
+// limitGroupsOf applies an aggregation's limit modifier.
+func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) (parser.Expr, error) {
+	if ae.Limit <= 0 {
+		return out, nil
+	}
+	name := strings.ToLower(ae.Name)
+	if a, ok := mqlAggregates[name]; (ok && a.keepOriginal) || rangeScore[name].score != "" || name == "topk" || name == "bottomk" {
+		return nil, badData("%s: the limit modifier is supported on aggregations answering one series per group", ae.AppendString(nil))
+	}
+	return t.internalCall(internalPrefix+"limit", num(float64(ae.Limit)), out), nil
+}
+
+// setOperand wraps a scalar operand of and/or/unless/default/if/ifnot
+// as a series without labels, as MetricsQL treats it.
+func setOperand(pe parser.Expr) parser.Expr {
+	if pe.Type() == parser.ValueTypeScalar {
+		return &parser.Call{Func: parser.Functions["vector"], Args: parser.Expressions{pe}}
+	}
+	return pe
+}
+
+// mqlBinary translates MetricsQL's operators the engine lacks:
+//
+//   - `a default b` answers a, its gaps over the query range filled
+//     from b (matched on labels without the names, or the group
+//     modifier's), or b where a has no series at all;
+//   - `a if b` is a where b has a matching point (PromQL's and);
+//   - `a ifnot b` is a where b has none (PromQL's unless).
+func (t *translator) mqlBinary(be *metricsql.BinaryOpExpr, op string) (parser.Expr, bool, error) {
+	switch op {
+	case "default", "if", "ifnot":
+	default:
+		return nil, false, nil
+	}
+	lhs, err := t.expr(be.Left)
+	if err != nil {
+		return nil, true, err
+	}
+	rhs, err := t.expr(be.Right)
+	if err != nil {
+		return nil, true, err
+	}
+	if lhs.Type() == parser.ValueTypeScalar && op == "default" {
+		return lhs, true, nil // a number has no gaps
+	}
+	lhs = setOperand(lhs)
+	if op != "default" {
+		vm := &parser.VectorMatching{Card: parser.CardManyToMany}
+		if err := matchingOf(be, vm); err != nil {
+			return nil, true, err
+		}
+		if rhs.Type() == parser.ValueTypeScalar {
+			vm = &parser.VectorMatching{Card: parser.CardManyToMany, On: true}
+		}
+		var setOp parser.ItemType = parser.LAND
+		if op == "ifnot" {
+			setOp = parser.LUNLESS
+		}
+		return &parser.BinaryExpr{Op: setOp, LHS: operand(lhs), RHS: operand(setOperand(rhs)), VectorMatching: vm}, true, nil
+	}
+	if lhs.Type() != parser.ValueTypeVector {
+		return nil, true, badData("%s: default needs series on its left", be.AppendString(nil))
+	}
+	present := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(lhs)}}
+	if rhs.Type() == parser.ValueTypeScalar {
+		return t.internalCall(internalPrefix+"default_scalar", lhs, present, rhs), true, nil
+	}
+	if rhs.Type() != parser.ValueTypeVector {
+		return nil, true, badData("%s: default needs series or a number on its right", be.AppendString(nil))
+	}
+	match := []parser.Expr{str(strings.ToLower(be.GroupModifier.Op))}
+	for _, l := range be.GroupModifier.Args {
+		match = append(match, str(l))
+	}
+	return t.internalCall(internalPrefix+"default", append([]parser.Expr{lhs, present, rhs}, match...)...), true, nil
+}
+
+// matchingOf copies the on/ignoring modifier of be into vm.
+func matchingOf(be *metricsql.BinaryOpExpr, vm *parser.VectorMatching) error {
+	switch strings.ToLower(be.GroupModifier.Op) {
+	case "":
+	case "on":
+		vm.On = true
+		vm.MatchingLabels = append([]string(nil), be.GroupModifier.Args...)
+	case "ignoring":
+		vm.MatchingLabels = append([]string(nil), be.GroupModifier.Args...)
+	default:
+		return badData("%s: unknown matching modifier %q", be.AppendString(nil), be.GroupModifier.Op)
+	}
+	return nil
+}
+
+// prefixed applies group_left/group_right's prefix: the labels the "one"
+// side contributes are renamed with the prefix before the join, so the
+// join copies them under their new names.
+func (t *translator) prefixed(be *metricsql.BinaryOpExpr, one parser.Expr, include []string, vm *parser.VectorMatching) (parser.Expr, []string) {
+	prefix := be.JoinModifierPrefix.S
+	if prefix == "" || len(include) == 0 {
+		return one, include
+	}
+	args := []parser.Expr{one}
+	renamed := make([]string, len(include))
+	for i, l := range include {
+		renamed[i] = prefix + l
+		args = append(args, str(l), str(renamed[i]))
+	}
+	if !vm.On {
+		// Renamed labels must not take part in matching either.
+		vm.MatchingLabels = append(vm.MatchingLabels, renamed...)
+	}
+	return t.internalCall("label_move", args...), renamed
+}
+
+// checkTimezone refuses an unknown time zone of timezone_offset.
+func checkTimezone(fe *metricsql.FuncExpr) error {
+	if len(fe.Args) != 1 {
+		return badData("%s: timezone_offset takes one time zone name", fe.AppendString(nil))
+	}
+	s, ok := fe.Args[0].(*metricsql.StringExpr)
+	if !ok {
+		return badData("%s: the time zone must be a string", fe.AppendString(nil))
+	}
+	if _, err := time.LoadLocation(s.S); err != nil {
+		return badData("%s: %v", fe.AppendString(nil), err)
+	}
+	return nil
+}
