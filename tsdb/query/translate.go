@@ -115,10 +115,21 @@ func (t *translator) selector(me *metricsql.MetricExpr) (*parser.VectorSelector,
 			nameMatchers = append(nameMatchers, m)
 		}
 	}
-	if len(nameMatchers) == 1 && nameMatchers[0].Type == labels.MatchEqual && model.LegacyValidation.IsValidMetricName(nameMatchers[0].Value) {
+	if len(nameMatchers) == 1 && nameMatchers[0].Type == labels.MatchEqual && bareName(nameMatchers[0].Value) {
 		vs.Name = nameMatchers[0].Value
 	}
 	return vs, nil
+}
+
+// bareName reports whether PromQL reads name alone as a selector of that
+// metric: a valid name that is no keyword (`group_left`, `bool`, `sum`).
+func bareName(name string) bool {
+	if !model.LegacyValidation.IsValidMetricName(name) {
+		return false
+	}
+	pe, err := parser.NewParser(parser.Options{}).ParseExpr(name)
+	vs, ok := pe.(*parser.VectorSelector)
+	return err == nil && ok && vs.Name == name
 }
 
 // matchers converts MetricsQL label filters to Prometheus matchers.
