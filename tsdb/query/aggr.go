@@ -108,7 +108,11 @@ func perSeries(nParams int, f func(gr []Sample, params []float64) []Sample) prom
 		}
 		_, groups := groupingArgs(args, nParams+1).group(vals[nParams])
 		for _, gr := range groups {
-			enh.Out = append(enh.Out, f(gr, params)...)
+			for _, s := range f(gr, params) {
+				if !math.IsNaN(s.F) {
+					enh.Out = append(enh.Out, s)
+				}
+			}
 		}
 		return enh.Out, nil
 	}

@@ -33,7 +33,7 @@ import (
 //     result and answers the value at the step being evaluated. The
 //     engine drops the metric name of what a range-vector function
 //     returns; where VictoriaMetrics keeps it the translator puts it back
-//     (keepsName).
+//     (dropsName in translate_mql.go).
 //
 // Names the engine knows that a user must not call directly start with
 // internalPrefix: the translator refuses them.
@@ -41,6 +41,9 @@ import (
 // internalPrefix starts the names of functions registered for the
 // translator's rewrites only.
 const internalPrefix = "metricsql_"
+
+// extended names the functions registered here; written at init only.
+var extended = map[string]bool{}
 
 // extension is one function registered with the engine.
 type extension struct {
@@ -55,6 +58,7 @@ type extension struct {
 // otherwise evaluate them once and repeat the answer at every step.
 func registerExtensions(fns []extension, byStep bool) {
 	for _, f := range fns {
+		extended[f.fn.Name] = true
 		if _, ok := parser.Functions[f.fn.Name]; ok {
 			panic(fmt.Sprintf("register MetricsQL function %q: the engine already has it", f.fn.Name))
 		}
@@ -233,10 +237,9 @@ func stepTransforms() []extension {
 		{fnDef("label_mismatch", 0, vec, txt, txt), labelMatch(true)},
 		{fnDef("label_transform", 0, vec, txt, txt, txt), labelTransform},
 		{fnDef("label_value", 0, vec, txt), labelValue},
-		{fnDef("drop_common_labels", -1, vec, vec), dropCommonLabels},
+		{fnDef(internalPrefix+"drop_common_labels", 0, vec, vec), dropCommonLabels},
 		{fnDef("union", -1, vec, vec), union},
 		{fnDef("limit_offset", 0, scl, scl, vec), limitOffset},
-		{fnDef("ru", 0, vec, vec), ru},
 		{fnDef("bitmap_and", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a & b })},
 		{fnDef("bitmap_or", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a | b })},
 		{fnDef("bitmap_xor", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a ^ b })},
@@ -293,13 +296,11 @@ func labelValue(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *pr
 	return enh.Out, nil
 }
 
-// dropCommonLabels removes the labels (the name included) that every
-// series of all arguments has with the same value.
+// dropCommonLabels removes from the series of args[0] the labels (the
+// name included) that every series of args[1] (the same series over the
+// whole range) has with the same value.
 func dropCommonLabels(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
-	var all Vector
-	for _, v := range vals {
-		all = append(all, v...)
-	}
+	all := vals[1]
 	counts := map[string]map[string]int{}
 	for _, s := range all {
 		s.Metric.Range(func(l labels.Label) {
@@ -320,7 +321,7 @@ func dropCommonLabels(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh 
 		}
 	}
 	b := labels.NewBuilder(labels.EmptyLabels())
-	for _, s := range all {
+	for _, s := range vals[0] {
 		b.Reset(s.Metric)
 		b.Del(common...)
 		enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: s.F, H: s.H})
@@ -360,35 +361,6 @@ func limitOffset(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *prom
 		in = in[:int(limit)]
 	}
 	return append(enh.Out, in...), nil
-}
-
-// ru answers the utilization in percent, 0..100, from free and max
-// resources, matched on labels (the names aside).
-func ru(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
-	maxBy := map[uint64]float64{}
-	noName := func(ls labels.Labels) labels.Labels {
-		return ls.DropReserved(func(n string) bool { return n == labels.MetricName })
-	}
-	var scalarMax *float64
-	for _, s := range vals[1] {
-		if s.Metric.IsEmpty() && len(vals[1]) == 1 {
-			scalarMax = &s.F
-		}
-		maxBy[noName(s.Metric).Hash()] = s.F
-	}
-	for _, s := range vals[0] {
-		ls := noName(s.Metric)
-		mx, ok := maxBy[ls.Hash()]
-		if !ok && scalarMax != nil {
-			mx, ok = *scalarMax, true
-		}
-		if !ok {
-			continue
-		}
-		v := (1 - s.F/mx) * 100
-		enh.Out = append(enh.Out, Sample{Metric: ls, F: max(0, min(100, v))})
-	}
-	return enh.Out, nil
 }
 
 func bitmap(op func(a, b uint64) uint64) promql.FunctionCall {

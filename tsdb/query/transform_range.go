@@ -18,6 +18,7 @@ import (
 type rangeSeries struct {
 	ts     []int64   // times of the non-NaN points, ascending, ms
 	vs     []float64 // their values
+	gapMs  int64     // the grid's step: the smallest gap between points
 	at     int       // index of the point at the step, or -1
 	before int       // number of points at or before the step
 	stepMs int64     // time of the step
@@ -60,12 +61,13 @@ func wholeRange(f rangeFunc) promql.FunctionCall {
 		if len(s.vs) == 0 {
 			return enh.Out, nil
 		}
+		s.gapMs = gap
 		params := make([]float64, len(vals))
 		for i := range vals {
 			params[i] = scalarArg(vals, i)
 		}
 		v, ok := f(&s, params)
-		if !ok {
+		if !ok || math.IsNaN(v) {
 			return enh.Out, nil
 		}
 		return append(enh.Out, Sample{F: v}), nil
@@ -89,20 +91,32 @@ func atPoint(f func(s *rangeSeries, v float64, params []float64) (float64, bool)
 	}
 }
 
-// running answers the fold of the points up to the step, from the first
-// point on.
-func running(fold func(acc, v float64, n int) float64) rangeFunc {
+// running answers the fold of the points up to the step (all points
+// when whole), from the first point on. n is the point's position on
+// the grid counted from the first point, from 1: VictoriaMetrics'
+// running average counts the steps of gaps too.
+func running(fold func(acc, v float64, n int) float64, whole bool) rangeFunc {
 	return func(s *rangeSeries, _ []float64) (float64, bool) {
-		if s.before == 0 {
+		upto := s.before
+		if whole {
+			upto = len(s.vs)
+		}
+		if upto == 0 {
 			return 0, false
 		}
 		acc := s.vs[0]
-		for i := 1; i < s.before; i++ {
-			acc = fold(acc, s.vs[i], i+1)
+		for i := 1; i < upto; i++ {
+			n := i + 1
+			if s.gapMs > 0 && s.gapMs < math.MaxInt64 {
+				n = int((s.ts[i]-s.ts[0])/s.gapMs) + 1
+			}
+			acc = fold(acc, s.vs[i], n)
 		}
 		return acc, true
 	}
 }
+
+func runningAvg(acc, v float64, n int) float64 { return acc + (v-acc)/float64(n) }
 
 func rangeTransforms() []extension {
 	sum := func(vs []float64) float64 {
@@ -116,7 +130,7 @@ func rangeTransforms() []extension {
 		{fnDef("range_max", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return slices.Max(vs) }))},
 		{fnDef("range_min", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return slices.Min(vs) }))},
 		{fnDef("range_sum", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return sum(vs) }))},
-		{fnDef("range_avg", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return sum(vs) / float64(len(vs)) }))},
+		{fnDef("range_avg", 0, mat), wholeRange(running(runningAvg, true))},
 		{fnDef("range_first", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return vs[0] }))},
 		{fnDef("range_last", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return vs[len(vs)-1] }))},
 		{fnDef("range_stddev", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return math.Sqrt(variance(vs)) }))},
@@ -148,10 +162,10 @@ func rangeTransforms() []extension {
 			z := math.Abs(v-sum(s.vs)/float64(len(s.vs))) / math.Sqrt(variance(s.vs))
 			return v, !(z > math.Abs(p[0]))
 		}))},
-		{fnDef("running_sum", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return acc + v }))},
-		{fnDef("running_max", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return max(acc, v) }))},
-		{fnDef("running_min", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return min(acc, v) }))},
-		{fnDef("running_avg", 0, mat), wholeRange(running(func(acc, v float64, n int) float64 { return acc + (v-acc)/float64(n) }))},
+		{fnDef("running_sum", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return acc + v }, false))},
+		{fnDef("running_max", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return max(acc, v) }, false))},
+		{fnDef("running_min", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return min(acc, v) }, false))},
+		{fnDef("running_avg", 0, mat), wholeRange(running(runningAvg, false))},
 		{fnDef("keep_last_value", 0, mat), wholeRange(func(s *rangeSeries, _ []float64) (float64, bool) {
 			if s.before == 0 {
 				return 0, false

@@ -291,6 +291,7 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		return nil, t.unsupported(name)
 	}
 	args := make(parser.Expressions, 0, len(fe.Args))
+	numbers, series := 0, 0
 	for i, a := range fe.Args {
 		var (
 			pe  parser.Expr
@@ -304,9 +305,24 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		if err != nil {
 			return nil, err
 		}
+		switch typ := argType(fn, i); {
+		case typ == parser.ValueTypeVector && pe.Type() == parser.ValueTypeScalar:
+			// MetricsQL reads a number where series go as a series
+			// without labels (`clamp_min(400, 0)`).
+			pe = &parser.Call{Func: parser.Functions["vector"], Args: parser.Expressions{pe}}
+			numbers++
+		case typ == parser.ValueTypeVector || typ == parser.ValueTypeMatrix:
+			series++
+		}
 		args = append(args, pe)
 	}
-	return &parser.Call{Func: fn, Args: args}, nil
+	var out parser.Expr = &parser.Call{Func: fn, Args: args}
+	if numbers > 0 && series == 0 && !extended[name] && fn.ReturnType == parser.ValueTypeVector && !strings.HasPrefix(name, "absent") {
+		// A function of numbers alone is a number, which MetricsQL
+		// applies to every series of the other operand.
+		out = &parser.Call{Func: parser.Functions["scalar"], Args: parser.Expressions{out}}
+	}
+	return out, nil
 }
 
 // argType is the type PromQL wants for argument i of fn.

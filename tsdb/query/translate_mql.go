@@ -25,14 +25,13 @@ var rangeSeriesArg = map[string]int{
 	"keep_last_value": 0, "keep_next_value": 0, "interpolate": 0, "remove_resets": 0, "smooth_exponential": 0,
 }
 
-// keepsName lists the range transforms whose results keep the metric
-// name in VictoriaMetrics (which the engine drops from what a
-// range-vector function returns; the translator puts it back).
-var keepsName = map[string]bool{
-	"range_avg": true, "range_first": true, "range_last": true, "range_linear_regression": true,
-	"range_max": true, "range_min": true, "range_normalize": true, "range_quantile": true,
-	"range_stdvar": true, "running_avg": true, "running_max": true, "running_min": true,
-	"interpolate": true, "keep_last_value": true, "keep_next_value": true, "smooth_exponential": true,
+// dropsName lists the range transforms whose results lose the metric
+// name in VictoriaMetrics (the engine drops the name of what every
+// range-vector function returns; for the other range transforms the
+// translator puts it back, as VictoriaMetrics keeps it).
+var dropsName = map[string]bool{
+	"range_max": true, "range_min": true, "range_avg": true, "range_sum": true,
+	"running_sum": true, "running_max": true, "running_min": true, "running_avg": true,
 }
 
 // regexpArg names the step transforms with a regular expression
@@ -135,6 +134,22 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		// The engine's experimental functions of these names order
 		// naturally; VictoriaMetrics compares the values as strings.
 		return t.callAs(fe, internalPrefix+name)
+	case "drop_common_labels":
+		var es []parser.Expr
+		for _, a := range fe.Args {
+			e, err := t.seriesArg(a)
+			if err != nil {
+				return nil, true, err
+			}
+			es = append(es, e)
+		}
+		if len(es) == 0 {
+			return nil, true, badData("%s: drop_common_labels needs at least one argument", fe.AppendString(nil))
+		}
+		// The labels common to the series over the whole range.
+		x := t.unionOf(es)
+		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
+		return t.internalCall(internalPrefix+"drop_common_labels", x, all), true, nil
 	case "range_normalize":
 		if len(fe.Args) > 1 {
 			var es []parser.Expr
@@ -204,7 +219,7 @@ func (t *translator) rangeCall(fe *metricsql.FuncExpr, name string, at int) (par
 		args[i] = t.wholeRange(pe)
 	}
 	var out parser.Expr = &parser.Call{Func: fn, Args: args}
-	if keepsName[name] && !fe.KeepMetricNames {
+	if !dropsName[name] && !fe.KeepMetricNames {
 		names := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(series)}}
 		out = t.internalCall(internalPrefix+"names", out, names)
 	}
