@@ -148,6 +148,8 @@ func aggregations() []extension {
 		{fnDef(internalPrefix+"zscore", -1, vec, txt), perSeries(0, zscore)},
 		{fnDef(internalPrefix+"limitk", -1, scl, vec, txt), perSeries(1, limitk)},
 		{fnDef(internalPrefix+"outliers_mad", -1, scl, vec, txt), perSeries(1, outliersMAD)},
+		{fnDef(internalPrefix+"outliers_iqr", -1, vec, txt), perSeries(0, outliersIQR)},
+		{fnDef(internalPrefix+"median_dist2", -1, vec, txt), perSeries(0, medianDist2)},
 		{fnDef(internalPrefix+"topk_range", -1, scl, vec, vec, txt), topkRange},
 		{fnDef(internalPrefix+"limit", 0, scl, vec), limitGroups},
 	}
@@ -236,6 +238,39 @@ func outliersMAD(gr []Sample, p []float64) []Sample {
 		if math.Abs(s.F-med) > dev {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// outliersIQR answers the series outside the group's interquartile
+// bounds: below q25 - 1.5*iqr or above q75 + 1.5*iqr.
+func outliersIQR(gr []Sample, _ []float64) []Sample {
+	vs := make([]float64, len(gr))
+	for i, s := range gr {
+		vs[i] = s.F
+	}
+	q25, q75 := quantileOf(0.25, vs), quantileOf(0.75, vs)
+	iqr := 1.5 * (q75 - q25)
+	var out []Sample
+	for _, s := range gr {
+		if s.F > q75+iqr || s.F < q25-iqr {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// medianDist2 answers each series' squared distance from the group's
+// median: outliersk ranks series by its sum over the range.
+func medianDist2(gr []Sample, _ []float64) []Sample {
+	vs := make([]float64, len(gr))
+	for i, s := range gr {
+		vs[i] = s.F
+	}
+	med := quantileOf(0.5, vs)
+	out := make([]Sample, len(gr))
+	for i, s := range gr {
+		out[i] = Sample{Metric: s.Metric, F: (s.F - med) * (s.F - med)}
 	}
 	return out
 }

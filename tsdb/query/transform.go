@@ -244,6 +244,7 @@ func stepTransforms() []extension {
 		{fnDef("bitmap_or", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a | b })},
 		{fnDef("bitmap_xor", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a ^ b })},
 		{fnDef("drop_empty_series", 0, vec), identity},
+		{fnDef("label_graphite_group", -1, vec, scl), graphiteGroup},
 		{fnDef(internalPrefix+"sort_by_label", -1, vec, txt), sortByLabel(strings.Compare, false)},
 		{fnDef(internalPrefix+"sort_by_label_desc", -1, vec, txt), sortByLabel(strings.Compare, true)},
 		{fnDef("sort_by_label_numeric", -1, vec, txt), sortByLabel(numericCompare, false)},
@@ -553,4 +554,26 @@ func plumbing() []extension {
 
 func clockFunctions() []extension {
 	return []extension{{fnDef("timezone_offset", 0, txt), timezoneOffset}}
+}
+
+// graphiteGroup renames each series to the dot-separated parts of its
+// Graphite-style name at the given indexes.
+func graphiteGroup(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	b := labels.NewBuilder(labels.EmptyLabels())
+	for _, s := range vals[0] {
+		parts := strings.Split(s.Metric.Get(labels.MetricName), ".")
+		var name strings.Builder
+		for j := 1; j < len(vals); j++ {
+			if i := scalarArg(vals, j); i >= 0 && i < float64(len(parts)) {
+				name.WriteString(parts[int(i)])
+			}
+			if j < len(vals)-1 {
+				name.WriteByte('.')
+			}
+		}
+		b.Reset(s.Metric)
+		b.Set(labels.MetricName, name.String())
+		enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: s.F, H: s.H})
+	}
+	return enh.Out, nil
 }

@@ -162,6 +162,15 @@ func rangeTransforms() []extension {
 			z := math.Abs(v-sum(s.vs)/float64(len(s.vs))) / math.Sqrt(variance(s.vs))
 			return v, !(z > math.Abs(p[0]))
 		}))},
+		// outliersk's score: the sum over a range of n steps, -Inf for a
+		// series missing at some step (VictoriaMetrics' sum turns NaN
+		// there and ranks the series last).
+		{fnDef(internalPrefix+"range_sum_full", 0, scl, mat), wholeRange(func(s *rangeSeries, p []float64) (float64, bool) {
+			if float64(len(s.vs)) < p[0] {
+				return math.Inf(-1), true
+			}
+			return sum(s.vs), true
+		})},
 		{fnDef("running_sum", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return acc + v }, false))},
 		{fnDef("running_max", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return max(acc, v) }, false))},
 		{fnDef("running_min", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return min(acc, v) }, false))},

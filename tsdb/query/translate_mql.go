@@ -304,6 +304,7 @@ var mqlAggregates = map[string]struct {
 }{
 	"mode": {0, false}, "distinct": {0, false}, "geomean": {0, false}, "mad": {0, false}, "sum2": {0, false},
 	"any": {0, true}, "share": {0, true}, "zscore": {0, true}, "limitk": {1, true}, "outliers_mad": {1, true},
+	"outliers_iqr": {0, true},
 }
 
 // rangeScore names the whole-range aggregations with the range
@@ -376,6 +377,33 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		}
 		return t.unionOf(es), true, nil
 	}
+	if name == "outliersk" {
+		// The k series furthest from the group's median over the range:
+		// scored by the sum of their squared distances.
+		if err := nargs(2); err != nil {
+			return nil, true, err
+		}
+		k, err := t.expr(ae.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		x, err := t.seriesArg(ae.Args[1])
+		if err != nil {
+			return nil, true, err
+		}
+		g, err := groupingStrings(ae)
+		if err != nil {
+			return nil, true, err
+		}
+		dist := t.internalCall(internalPrefix+"median_dist2", append([]parser.Expr{x}, g...)...)
+		steps := 1.0
+		if t.stepMs > 0 {
+			steps = float64((t.endMs-t.startMs)/t.stepMs + 1)
+		}
+		score := t.internalCall(internalPrefix+"range_sum_full", num(steps), t.wholeRange(dist))
+		args := append([]parser.Expr{k, x, score, str(""), str("top")}, g...)
+		return t.internalCall(internalPrefix+"topk_range", args...), true, nil
+	}
 	if rs, ok := rangeScore[name]; ok {
 		if len(ae.Args) != 2 && len(ae.Args) != 3 {
 			return nil, true, badData("%s: %s takes k, the series and optionally a label for the sum of the rest", ae.AppendString(nil), name)
@@ -436,7 +464,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 	}
 	args = append(append(args, x), g...)
 	var out parser.Expr = t.internalCall(internalPrefix+name, args...)
-	if name == "outliers_mad" {
+	if strings.HasPrefix(name, "outliers_") {
 		// VictoriaMetrics answers the whole series that stray at any
 		// step: those the per-step check flags anywhere in the range.
 		flagged := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
@@ -451,7 +479,7 @@ func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) 
 		return out, nil
 	}
 	name := strings.ToLower(ae.Name)
-	if a, ok := mqlAggregates[name]; (ok && a.keepOriginal) || rangeScore[name].score != "" || name == "topk" || name == "bottomk" {
+	if a, ok := mqlAggregates[name]; (ok && a.keepOriginal) || rangeScore[name].score != "" || name == "topk" || name == "bottomk" || name == "outliersk" {
 		return nil, badData("%s: the limit modifier is supported on aggregations answering one series per group", ae.AppendString(nil))
 	}
 	return t.internalCall(internalPrefix+"limit", num(float64(ae.Limit)), out), nil
