@@ -135,7 +135,7 @@ func aggregations() []extension {
 			}
 			return math.Pow(p, 1/float64(len(vs)))
 		})},
-		{fnDef(internalPrefix+"mad", -1, vec, txt), reduce(medianAbsDev)},
+		{fnDef(internalPrefix+"mad", -1, vec, txt), reduce(madOf)},
 		{fnDef(internalPrefix+"sum2", -1, vec, txt), reduce(func(vs []float64) float64 {
 			var s float64
 			for _, v := range vs {
@@ -232,7 +232,7 @@ func outliersMAD(gr []Sample, p []float64) []Sample {
 	for i, s := range gr {
 		vs[i] = s.F
 	}
-	med, dev := quantileOf(0.5, vs), p[0]*medianAbsDev(vs)
+	med, dev := quantileOf(0.5, vs), p[0]*madOf(vs)
 	var out []Sample
 	for _, s := range gr {
 		if math.Abs(s.F-med) > dev {

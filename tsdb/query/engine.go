@@ -12,8 +12,8 @@
 // the Prometheus-compatible HTTP API in package server. It leaves
 // evaluation to the Prometheus engine: MetricsQL's functions and
 // aggregations the engine lacks are registered with its function tables
-// (transform.go, transform_range.go, aggr.go) and MetricsQL's syntax is
-// rewritten into what the engine runs (translate.go).
+// (rollup.go; transform.go, transform_range.go, aggr.go) and MetricsQL's
+// syntax is rewritten into what the engine runs (translate.go).
 package query
 
 import (

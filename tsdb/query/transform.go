@@ -454,17 +454,19 @@ func withoutName(ls labels.Labels) labels.Labels {
 	return ls.DropReserved(func(n string) bool { return n == labels.MetricName })
 }
 
-// restoreNames gives each series of args[0] (a range transform's
-// result, names dropped by the engine) the labels of the series of
-// args[1] (the same series with their names) it came from.
-func restoreNames(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
-	named := make(map[uint64]labels.Labels, len(vals[1]))
-	for _, s := range vals[1] {
-		named[withoutName(s.Metric).Hash()] = s.Metric
-	}
+// keptNameLabel carries the metric name through a range-vector function,
+// whose result the engine strips of __name__.
+const keptNameLabel = "__metricsql_name__"
+
+// nameBack moves keptNameLabel back to the metric name.
+func nameBack(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	b := labels.NewBuilder(labels.EmptyLabels())
 	for _, s := range vals[0] {
-		if ls, ok := named[s.Metric.Hash()]; ok {
-			s.Metric = ls
+		if name := s.Metric.Get(keptNameLabel); name != "" {
+			b.Reset(s.Metric)
+			b.Set(labels.MetricName, name)
+			b.Del(keptNameLabel)
+			s.Metric = b.Labels()
 		}
 		enh.Out = append(enh.Out, s)
 	}
@@ -546,7 +548,7 @@ func timezoneOffset(_ []Vector, _ promql.Matrix, args parser.Expressions, enh *p
 
 func plumbing() []extension {
 	return []extension{
-		{fnDef(internalPrefix+"names", 0, vec, vec), restoreNames},
+		{fnDef(internalPrefix+"name_back", 0, vec), nameBack},
 		{fnDef(internalPrefix+"default_scalar", 0, vec, vec, scl), defaultScalar},
 		{fnDef(internalPrefix+"default", -1, vec, vec, vec, txt), defaultSeries},
 	}

@@ -135,7 +135,7 @@ func rangeTransforms() []extension {
 		{fnDef("range_last", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return vs[len(vs)-1] }))},
 		{fnDef("range_stddev", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return math.Sqrt(variance(vs)) }))},
 		{fnDef("range_stdvar", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return variance(vs) }))},
-		{fnDef("range_mad", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return medianAbsDev(vs) }))},
+		{fnDef("range_mad", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return madOf(vs) }))},
 		{fnDef("range_quantile", 0, scl, mat), wholeRange(everywhere(func(vs, p []float64) float64 { return quantileOf(p[0], vs) }))},
 		{fnDef("range_zscore", 0, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, _ []float64) (float64, bool) {
 			return (v - sum(s.vs)/float64(len(s.vs))) / math.Sqrt(variance(s.vs)), true
@@ -152,7 +152,7 @@ func rangeTransforms() []extension {
 			return v + k*float64(s.stepMs-s.ts[0])/1e3, true
 		})},
 		{fnDef("range_trim_outliers", 0, scl, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, p []float64) (float64, bool) {
-			return v, !(math.Abs(v-quantileOf(0.5, s.vs)) > p[0]*medianAbsDev(s.vs))
+			return v, !(math.Abs(v-quantileOf(0.5, s.vs)) > p[0]*madOf(s.vs))
 		}))},
 		{fnDef("range_trim_spikes", 0, scl, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, p []float64) (float64, bool) {
 			phi := p[0] / 2
@@ -254,47 +254,6 @@ func variance(vs []float64) float64 {
 		avg = next
 	}
 	return q / float64(len(vs))
-}
-
-// quantileOf is the phi-quantile of vs (NaNs left out), interpolated
-// between ranks as VictoriaMetrics and Prometheus do; -Inf below 0,
-// +Inf above 1.
-func quantileOf(phi float64, vs []float64) float64 {
-	sorted := make([]float64, 0, len(vs))
-	for _, v := range vs {
-		if !math.IsNaN(v) {
-			sorted = append(sorted, v)
-		}
-	}
-	slices.Sort(sorted)
-	return sortedQuantile(phi, sorted)
-}
-
-func sortedQuantile(phi float64, sorted []float64) float64 {
-	switch {
-	case len(sorted) == 0 || math.IsNaN(phi):
-		return math.NaN()
-	case phi < 0:
-		return math.Inf(-1)
-	case phi > 1:
-		return math.Inf(1)
-	}
-	n := float64(len(sorted))
-	rank := phi * (n - 1)
-	lo := math.Max(0, math.Floor(rank))
-	hi := math.Min(n-1, lo+1)
-	w := rank - math.Floor(rank)
-	return sorted[int(lo)]*(1-w) + sorted[int(hi)]*w
-}
-
-// medianAbsDev is the median of the distances of vs from their median.
-func medianAbsDev(vs []float64) float64 {
-	med := quantileOf(0.5, vs)
-	ds := make([]float64, len(vs))
-	for i, v := range vs {
-		ds[i] = math.Abs(v - med)
-	}
-	return quantileOf(0.5, ds)
 }
 
 // linearFit fits v = a + k*(t-t0)/1s by least squares.

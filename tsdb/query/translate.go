@@ -34,10 +34,37 @@ const maxKeepNames = 100
 //   - start(), end() and step() become numbers (seconds), and so do
 //     durations standing as numbers (`time() - 5m`);
 //   - keep_metric_names is rewritten with label_replace (see keepNames);
+//   - MetricsQL's rollup functions that PromQL lacks (rollup.go) are
+//     functions registered with the engine, with VictoriaMetrics'
+//     semantics; those that answer a series per statistic (rollup,
+//     rollup_*, quantiles_over_time, aggr_over_time) become one call per
+//     statistic, labelled with label_replace and joined with or (see
+//     rollupCall);
 //   - MetricsQL's functions, aggregations and operators the engine
 //     lacks become calls of functions registered with the engine, and
 //     or-delimited filters, union, default, if, ifnot, limit and prefix
 //     are rewritten (translate_mql.go).
+//
+// Where Peakline still answers otherwise than VictoriaMetrics:
+//
+//   - PromQL's own rollups (rate, increase, delta, changes, resets, deriv,
+//     irate, idelta...) keep Prometheus' semantics: they see the window's
+//     samples only, where VictoriaMetrics also uses the sample before it
+//     and does not extrapolate (use increase_pure, deriv_fast, ideriv,
+//     increase_prometheus... for VictoriaMetrics' own answers);
+//   - for the new functions that use the sample before the window,
+//     VictoriaMetrics counts it when it lies within about 1.5 sample
+//     intervals of the window (instant queries: 5m), estimating the
+//     interval from the last 20 samples before the query's end; Peakline
+//     estimates it from the samples around the window, so over series
+//     whose interval varies (jitter of tens of percent) the two may differ
+//     at some steps; and Peakline looks for that sample at most 5m (or
+//     the window, if longer) before the window, for the sample after it
+//     at most 5m past it;
+//   - VictoriaMetrics keeps the metric name for some rollups
+//     (max_over_time, median_over_time, rollup, quantiles_over_time...);
+//     Peakline drops it as Prometheus does, except for first_over_time
+//     and last_over_time.
 //
 // What is left (the functions README's MetricsQL table leaves out, fill
 // modifiers) is refused with ErrBadData naming it.
@@ -285,6 +312,9 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		return &parser.NumberLiteral{Val: float64(t.endMs) / 1000}, nil
 	case len(fe.Args) == 0 && name == "step":
 		return &parser.NumberLiteral{Val: float64(t.unitMs) / 1000}, nil
+	}
+	if e, ok, err := t.rollupCall(fe, name); ok {
+		return e, err
 	}
 	fn, ok := parser.Functions[name]
 	if !ok || fn.Experimental {
@@ -568,6 +598,9 @@ func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, erro
 func keepSource(e metricsql.Expr) *metricsql.MetricExpr {
 	switch e := e.(type) {
 	case *metricsql.FuncExpr:
+		if i := metricsql.GetRollupArgIdx(e); i >= 0 && i < len(e.Args) {
+			return nameCarrier(e.Args[i])
+		}
 		fn, ok := parser.Functions[strings.ToLower(e.Name)]
 		if !ok {
 			return nil

