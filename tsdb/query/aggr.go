@@ -295,13 +295,10 @@ func topkRange(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *pro
 	k := scalarArg(vals, 0)
 	remaining, bottom := stringArg(args[3]), stringArg(args[4]) == "bottom"
 	g := groupingArgs(args, 5)
-	noName := func(ls labels.Labels) uint64 {
-		return ls.DropReserved(func(n string) bool { return n == labels.MetricName }).Hash()
-	}
 	current := map[uint64]Sample{}
 	for _, s := range vals[1] {
 		if s.H == nil && !math.IsNaN(s.F) {
-			current[noName(s.Metric)] = s
+			current[withoutName(s.Metric).Hash()] = s
 		}
 	}
 	// Group the scored series: every series of the range has a score.

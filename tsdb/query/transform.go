@@ -292,7 +292,7 @@ func labelValue(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *pr
 		if err != nil || math.IsNaN(v) {
 			continue
 		}
-		enh.Out = append(enh.Out, Sample{Metric: s.Metric.DropReserved(func(n string) bool { return n == labels.MetricName }), F: v})
+		enh.Out = append(enh.Out, Sample{Metric: withoutName(s.Metric), F: v})
 	}
 	return enh.Out, nil
 }
@@ -374,7 +374,7 @@ func bitmap(op func(a, b uint64) uint64) promql.FunctionCall {
 			if s.H != nil || math.IsNaN(s.F) {
 				continue
 			}
-			ls := s.Metric.DropReserved(func(n string) bool { return n == labels.MetricName })
+			ls := withoutName(s.Metric)
 			enh.Out = append(enh.Out, Sample{Metric: ls, F: float64(op(uint64(s.F), uint64(mask)))})
 		}
 		return enh.Out, nil

@@ -136,3 +136,13 @@ func TestCompareWithVMSyntax(t *testing.T) {
 		{query: cpu2m + ` or 1`},
 	})
 }
+
+// The queries of the README and of the Grafana dashboard's task table.
+func TestCompareWithVMDashboard(t *testing.T) {
+	compareWithVM(t, []vmCase{
+		{query: `max by (counter, task, task_uuid) (tmax_over_time(peakline_memory_bytes{job_id="demo2"}[20s]) * 1000)`, span: vmAnsible},
+		{query: `max by (counter, task, task_uuid) (tmax_over_time(peakline_cpu_percent{job_id="demo2"}[20s]) * 1000)`, span: vmAnsible},
+		{query: `max by (task) (tmax_over_time(peakline_memory_bytes{job_id="demo2"}[10s]))`, span: vmAnsible},
+		{query: `range_max(max_over_time(peakline_cpu_percent{job_id="demo2"}[5s]))`, span: vmAnsible},
+	})
+}
