@@ -202,7 +202,7 @@ func (t *translator) rollup(re *metricsql.RollupExpr) (parser.Expr, error) {
 		}
 		return vs, t.modifiers(re, &vs.OriginalOffset, &vs.Timestamp, &vs.StartOrEnd)
 	}
-	return nil, badData("%s: offset and @ apply to selectors and subqueries only in PromQL; move them onto the selectors", re.AppendString(nil))
+	return t.shifted(re)
 }
 
 // matrixArg translates an argument where PromQL wants a range vector.
@@ -267,12 +267,53 @@ func (t *translator) modifiers(re *metricsql.RollupExpr, offset *time.Duration, 
 		case "end":
 			*startOrEnd = parser.END
 		default:
-			return badData("%s: @ takes a unix time, start() or end()", re.AppendString(nil))
+			return t.atNumber(re, at)
 		}
 	default:
-		return badData("%s: @ takes a unix time, start() or end()", re.AppendString(nil))
+		return t.atNumber(re, at)
 	}
 	return nil
+}
+
+// atNumber resolves an @ written as an expression of numbers, start()
+// and end() (`@ (end() - 5m)`).
+func (t *translator) atNumber(re *metricsql.RollupExpr, at **int64) error {
+	pe, err := t.expr(re.At)
+	if err == nil {
+		if v, ok := constant(pe); ok && !math.IsNaN(v) && !math.IsInf(v, 0) && math.Abs(v) < 1e15 {
+			ms := int64(math.Round(v * 1000))
+			*at = &ms
+			return nil
+		}
+	}
+	return badData("%s: @ takes a unix time, start(), end() or arithmetic of them", re.AppendString(nil))
+}
+
+// constant evaluates a PromQL expression of number literals.
+func constant(pe parser.Expr) (float64, bool) {
+	switch e := pe.(type) {
+	case *parser.NumberLiteral:
+		return e.Val, true
+	case *parser.ParenExpr:
+		return constant(e.Expr)
+	case *parser.BinaryExpr:
+		l, okl := constant(e.LHS)
+		r, okr := constant(e.RHS)
+		if !okl || !okr {
+			return 0, false
+		}
+		switch e.Op {
+		case parser.ADD:
+			return l + r, true
+		case parser.SUB:
+			return l - r, true
+		case parser.MUL:
+			return l * r, true
+		case parser.DIV:
+			return l / r, true
+		}
+	}
+	return 0, false
 }
 
 // duration resolves a MetricsQL duration (which may be in steps, `1i`).
@@ -447,9 +488,6 @@ func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
 	if !ok {
 		return nil, badData("%s: the %s operator is MetricsQL-only", be.AppendString(nil), be.Op)
 	}
-	if be.FillLeft != nil || be.FillRight != nil {
-		return nil, badData("%s: fill modifiers are not supported", be.AppendString(nil))
-	}
 	lhs, err := t.expr(be.Left)
 	if err != nil {
 		return nil, err
@@ -494,6 +532,9 @@ func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
 	}
 	out := &parser.BinaryExpr{Op: op, LHS: operand(lhs), RHS: operand(rhs), ReturnBool: be.Bool}
 	out.VectorMatching = vm
+	if be.FillLeft != nil || be.FillRight != nil {
+		return t.filled(be, out)
+	}
 	return out, nil
 }
 

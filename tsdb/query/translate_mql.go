@@ -601,3 +601,76 @@ func checkTimezone(fe *metricsql.FuncExpr) error {
 	}
 	return nil
 }
+
+// filled applies fill, fill_left and fill_right to a one-to-one
+// operation: where a series of one side has no match on the other at a
+// step, the fill value stands in for the missing one, as in
+// VictoriaMetrics:
+//
+//	a op fill_right(v) b  ->  (a op b) or ((a unless b) op clamp(a unless b, v, v))
+//
+// (clamp(x, v, v) is x's series with the value v), and likewise from the
+// right for fill_left; matching modifiers and bool apply to every part.
+func (t *translator) filled(be *metricsql.BinaryOpExpr, out *parser.BinaryExpr) (parser.Expr, error) {
+	lhs, rhs, vm := out.LHS, out.RHS, out.VectorMatching
+	if lhs.Type() != parser.ValueTypeVector || rhs.Type() != parser.ValueTypeVector {
+		return out, nil // a number is never missing
+	}
+	if vm.Card != parser.CardOneToOne {
+		return nil, badData("%s: fill modifiers apply to one-to-one operations here, not to group_left, group_right or set operators", be.AppendString(nil))
+	}
+	unless := func(l, r parser.Expr) parser.Expr {
+		return paren(&parser.BinaryExpr{Op: parser.LUNLESS, LHS: l, RHS: r, VectorMatching: &parser.VectorMatching{
+			Card: parser.CardManyToMany, On: vm.On, MatchingLabels: vm.MatchingLabels,
+		}})
+	}
+	valued := func(x parser.Expr, v float64) parser.Expr {
+		return &parser.Call{Func: parser.Functions["clamp"], Args: parser.Expressions{x, num(v), num(v)}}
+	}
+	same := func(l, r parser.Expr) parser.Expr {
+		return paren(&parser.BinaryExpr{Op: out.Op, LHS: l, RHS: r, ReturnBool: out.ReturnBool, VectorMatching: &parser.VectorMatching{
+			Card: parser.CardOneToOne, On: vm.On, MatchingLabels: vm.MatchingLabels,
+		}})
+	}
+	var res parser.Expr = paren(out)
+	or := func(e parser.Expr) {
+		res = &parser.BinaryExpr{Op: parser.LOR, LHS: res, RHS: e, VectorMatching: &parser.VectorMatching{Card: parser.CardManyToMany}}
+	}
+	if be.FillRight != nil {
+		onlyLeft := unless(lhs, rhs)
+		or(same(onlyLeft, valued(onlyLeft, be.FillRight.N)))
+	}
+	if be.FillLeft != nil {
+		onlyRight := unless(rhs, lhs)
+		or(same(valued(onlyRight, be.FillLeft.N), onlyRight))
+	}
+	return res, nil
+}
+
+// shifted translates offset and @ on an expression that is no selector
+// (`sum(x) offset 1h`) as VictoriaMetrics evaluates it: the expression
+// on the grid of multiples of the step (an instant query's is its
+// default window, 5m), at the last point of the grid at or before the
+// shifted time: last_over_time((expr)[step:step] offset d @ t). (So
+// `(x * 2) offset 90s` at a 1m step reads x two minutes back, where
+// `x offset 90s * 2` reads it 90s back, in both engines.)
+func (t *translator) shifted(re *metricsql.RollupExpr) (parser.Expr, error) {
+	inner, err := t.expr(re.Expr)
+	if err != nil {
+		return nil, err
+	}
+	switch inner.Type() {
+	case parser.ValueTypeScalar:
+		inner = &parser.Call{Func: parser.Functions["vector"], Args: parser.Expressions{inner}}
+	case parser.ValueTypeVector:
+	default:
+		return nil, badData("%s: offset and @ need an expression of series or numbers", re.AppendString(nil))
+	}
+	sq := &parser.SubqueryExpr{Expr: paren(inner)}
+	if err := t.modifiers(re, &sq.OriginalOffset, &sq.Timestamp, &sq.StartOrEnd); err != nil {
+		return nil, err
+	}
+	sq.Range = time.Duration(t.unitMs) * time.Millisecond
+	sq.Step = sq.Range
+	return &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{sq}}, nil
+}

@@ -147,6 +147,10 @@ func TestTranslate(t *testing.T) {
 	f(`a * on(x) group_left(y) prefix "p_" b`, 0, `a * on (x) group_left (p_y) label_move(b, "y", "p_y")`)
 	f(`a / ignoring(z) group_right(y) prefix "q_" b`, 0, `label_move(a, "y", "q_y") / ignoring (z, q_y) group_right (q_y) b`)
 	f(`group_left{x="1"}`, 0, `{__name__="group_left",x="1"}`)
+	f(`a + fill_right(0) b`, 0, `(a + b) or ((a unless b) + clamp((a unless b), 0, 0))`)
+	f(`sum(a) offset 5m`, 0, `last_over_time((sum(a))[5m:5m] offset 5m)`)
+	f(`sum(a) offset 90s`, time.Minute, `last_over_time((sum(a))[1m:1m] offset 1m30s)`)
+	f(`sum(a) @ (end() - 1m)`, time.Minute, `last_over_time((sum(a))[1m:1m] @ 1772366340.000)`)
 
 	// What the engine cannot run is bad_data naming it.
 	bad := func(q, want string) {
@@ -167,7 +171,7 @@ func TestTranslate(t *testing.T) {
 	bad(`topk_max(1, a) limit 3`, `limit`)
 	bad(`label_match(a, "x", "(")`, `label_match`)
 	bad(`timezone_offset("Nowhere/Else")`, `timezone_offset`)
-	bad(`sum(a) offset 5m`, `offset`)
+	bad(`a @ (b + 1)`, `@`)
 	bad(`(sum(a) + 1) keep_metric_names`, `keep_metric_names`)
 	bad(`rate(`, `parse`)
 	if _, err := e.Translate(ctx, `histogram(a)`, start, end, 0); !errors.Is(err, query.ErrUnsupportedFunction) {

@@ -134,6 +134,16 @@ func TestCompareWithVMSyntax(t *testing.T) {
 		{query: `count_over_time({job_id="vm2" or code="500"}[5m])`},
 		{query: cpu2m + ` * on(job_id, counter) group_left(task_uuid) prefix "mem_" ` + `label_del(last_over_time(peakline_memory_bytes[2m]), "task")`},
 		{query: cpu2m + ` or 1`},
+		{query: `sum(` + cpu2m + `) by (job_id) offset 5m`},
+		{query: `(` + cpuGaps + ` * 2) offset 90s`},
+		{query: `sum(` + cpu2m + `) by (job_id) @ end()`},
+		{query: `sum(` + cpu2m + `) by (job_id) @ (end() - 10m)`},
+		{query: `max_over_time(peakline_test_requests_total[5m] @ (start() + 20m))`, keepsName: true},
+		{query: cpuGaps + ` + on(job_id, counter) fill(0) last_over_time(peakline_memory_bytes[1m])`},
+		{query: `last_over_time(peakline_pids[1m]) - ignoring(task, task_uuid) fill_left(1000) ` + cpuGaps},
+		{query: cpuGaps + ` / on(job_id, counter) fill_right(2) last_over_time(peakline_pids[1m])`},
+		{query: cpuGaps + ` > on(job_id, counter) fill_right(50) last_over_time(peakline_pids[1m])`},
+		{query: cpuGaps + ` > bool on(job_id, counter) fill(3) last_over_time(peakline_pids[1m])`},
 	})
 }
 
