@@ -3,6 +3,8 @@ package query
 import (
 	"math"
 	"slices"
+	"strconv"
+	"sync"
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -16,55 +18,114 @@ import (
 
 // rangeSeries is one series over the query range and the step asked for.
 type rangeSeries struct {
-	ts     []int64   // times of the non-NaN points, ascending, ms
-	vs     []float64 // their values
-	gapMs  int64     // the grid's step: the smallest gap between points
-	at     int       // index of the point at the step, or -1
-	before int       // number of points at or before the step
-	stepMs int64     // time of the step
+	*rangeData
+	at     int   // index of the point at the step, or -1
+	before int   // number of points at or before the step
+	stepMs int64 // time of the step
+}
+
+// rangeData is one series over the query range, with what the functions
+// computed from it so far: the engine calls a function once per step
+// with the same series (the subquery is pinned with @), so the points
+// are read once and a median sorted once, not at every step.
+type rangeData struct {
+	ts    []int64   // times of the non-NaN points, ascending, ms
+	vs    []float64 // their values
+	gapMs int64     // the grid's step: the smallest gap between points
+	memo  map[string][]float64
+}
+
+// computed returns what f computes from the series, once per name.
+func (d *rangeData) computed(name string, f func() []float64) []float64 {
+	if v, ok := d.memo[name]; ok {
+		return v
+	}
+	v := f()
+	d.memo[name] = v
+	return v
+}
+
+// one is computed for a single number.
+func (d *rangeData) one(name string, f func() float64) float64 {
+	return d.computed(name, func() []float64 { return []float64{f()} })[0]
 }
 
 // rangeFunc answers the value at the step, ok false for none. params
 // are the scalar arguments in order.
 type rangeFunc func(s *rangeSeries, params []float64) (float64, bool)
 
+// seriesMemo keeps the rangeData of the series the range transforms saw
+// last, so that the steps after the first find it: keyed by the matrix
+// argument the engine built for one evaluation (held, so its address
+// names that evaluation only), the series' labels and its length. It is
+// small and shared by all queries; a query that misses recomputes.
+var seriesMemo struct {
+	sync.Mutex
+	next    int
+	entries [16]struct {
+		arg  parser.Expr
+		hash uint64
+		n    int
+		data *rangeData
+	}
+}
+
+// seriesData returns the rangeData of series m[0] of the matrix argument
+// arg, from seriesMemo or read now. The caller holds seriesMemo.
+func seriesData(arg parser.Expr, m promql.Matrix) *rangeData {
+	pts := m[0].Floats
+	hash := m[0].Metric.Hash()
+	for i := range seriesMemo.entries {
+		e := &seriesMemo.entries[i]
+		if e.arg == arg && e.hash == hash && e.n == len(pts) && e.data != nil {
+			return e.data
+		}
+	}
+	d := &rangeData{gapMs: math.MaxInt64, memo: map[string][]float64{}}
+	// A point stands at the step when nothing of the grid lies between
+	// them: the grid is the subquery's, whose step is the smallest gap
+	// between points (with one point, only its own time matches).
+	for i := 1; i < len(pts); i++ {
+		d.gapMs = min(d.gapMs, pts[i].T-pts[i-1].T)
+	}
+	for _, p := range pts {
+		if !math.IsNaN(p.F) {
+			d.ts = append(d.ts, p.T)
+			d.vs = append(d.vs, p.F)
+		}
+	}
+	e := &seriesMemo.entries[seriesMemo.next]
+	seriesMemo.next = (seriesMemo.next + 1) % len(seriesMemo.entries)
+	e.arg, e.hash, e.n, e.data = arg, hash, len(pts), d
+	return d
+}
+
 // wholeRange adapts f to the engine: vals hold the scalar arguments (the
 // engine leaves the matrix out), m the one series.
 func wholeRange(f rangeFunc) promql.FunctionCall {
-	return func(vals []Vector, m promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
-		if len(m) == 0 {
+	return func(vals []Vector, m promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+		if len(m) == 0 || len(m[0].Floats) == 0 {
 			return enh.Out, nil
 		}
-		pts := m[0].Floats
-		s := rangeSeries{at: -1, stepMs: enh.Ts}
-		// A point stands at the step when nothing of the grid lies
-		// between them: the grid is the subquery's, whose step is the
-		// smallest gap between points (with one point, only its own
-		// time matches).
-		gap := int64(math.MaxInt64)
-		for i := 1; i < len(pts); i++ {
-			gap = min(gap, pts[i].T-pts[i-1].T)
-		}
-		for _, p := range pts {
-			if math.IsNaN(p.F) {
-				continue
-			}
-			s.ts = append(s.ts, p.T)
-			s.vs = append(s.vs, p.F)
-			if p.T <= enh.Ts {
-				s.before++
-				if p.T == enh.Ts || enh.Ts-p.T < gap {
-					s.at = len(s.ts) - 1
-				}
+		var arg parser.Expr
+		for _, a := range args {
+			if _, ok := a.(*parser.MatrixSelector); ok {
+				arg = a
 			}
 		}
-		if len(s.vs) == 0 {
-			return enh.Out, nil
-		}
-		s.gapMs = gap
 		params := make([]float64, len(vals))
 		for i := range vals {
 			params[i] = scalarArg(vals, i)
+		}
+		seriesMemo.Lock()
+		defer seriesMemo.Unlock()
+		s := rangeSeries{rangeData: seriesData(arg, m), at: -1, stepMs: enh.Ts}
+		if len(s.vs) == 0 {
+			return enh.Out, nil
+		}
+		s.before, _ = slices.BinarySearch(s.ts, enh.Ts+1)
+		if i := s.before - 1; i >= 0 && (s.ts[i] == enh.Ts || enh.Ts-s.ts[i] < s.gapMs) {
+			s.at = i
 		}
 		v, ok := f(&s, params)
 		if !ok || math.IsNaN(v) {
@@ -74,11 +135,22 @@ func wholeRange(f rangeFunc) promql.FunctionCall {
 	}
 }
 
-// everywhere answers agg over all points at every step.
-func everywhere(agg func(vs []float64, params []float64) float64) rangeFunc {
+// everywhere answers agg over all points at every step, computed once
+// per series and parameters.
+func everywhere(name string, agg func(vs []float64, params []float64) float64) rangeFunc {
 	return func(s *rangeSeries, params []float64) (float64, bool) {
-		return agg(s.vs, params), true
+		return s.one(paramsKey(name, params), func() float64 { return agg(s.vs, params) }), true
 	}
+}
+
+// paramsKey names a computation with its parameters.
+func paramsKey(name string, params []float64) string {
+	b := []byte(name)
+	for _, p := range params {
+		b = append(b, ' ')
+		b = strconv.AppendFloat(b, p, 'g', -1, 64)
+	}
+	return string(b)
 }
 
 // atPoint answers f of the point at the step, where there is one.
@@ -92,75 +164,104 @@ func atPoint(f func(s *rangeSeries, v float64, params []float64) (float64, bool)
 }
 
 // running answers the fold of the points up to the step (all points
-// when whole), from the first point on. n is the point's position on
-// the grid counted from the first point, from 1: VictoriaMetrics'
-// running average counts the steps of gaps too.
-func running(fold func(acc, v float64, n int) float64, whole bool) rangeFunc {
+// when whole), from the first point on; the folds are computed once per
+// series. n is the point's position on the grid counted from the first
+// point, from 1: VictoriaMetrics' running average counts the steps of
+// gaps too.
+func running(name string, fold func(acc, v float64, n int) float64, whole bool) rangeFunc {
 	return func(s *rangeSeries, _ []float64) (float64, bool) {
-		upto := s.before
-		if whole {
-			upto = len(s.vs)
-		}
-		if upto == 0 {
+		folds := s.computed("running "+name, func() []float64 {
+			out := make([]float64, len(s.vs))
+			out[0] = s.vs[0]
+			for i := 1; i < len(s.vs); i++ {
+				n := i + 1
+				if s.gapMs > 0 && s.gapMs < math.MaxInt64 {
+					n = int((s.ts[i]-s.ts[0])/s.gapMs) + 1
+				}
+				out[i] = fold(out[i-1], s.vs[i], n)
+			}
+			return out
+		})
+		switch {
+		case whole:
+			return folds[len(folds)-1], true
+		case s.before == 0:
 			return 0, false
 		}
-		acc := s.vs[0]
-		for i := 1; i < upto; i++ {
-			n := i + 1
-			if s.gapMs > 0 && s.gapMs < math.MaxInt64 {
-				n = int((s.ts[i]-s.ts[0])/s.gapMs) + 1
-			}
-			acc = fold(acc, s.vs[i], n)
-		}
-		return acc, true
+		return folds[s.before-1], true
 	}
 }
 
 func runningAvg(acc, v float64, n int) float64 { return acc + (v-acc)/float64(n) }
 
-func rangeTransforms() []extension {
-	sum := func(vs []float64) float64 {
+// Statistics of a series, computed once per series.
+func (s *rangeSeries) mean() float64 {
+	return s.one("mean", func() float64 {
 		var t float64
-		for _, v := range vs {
+		for _, v := range s.vs {
 			t += v
 		}
-		return t
-	}
+		return t / float64(len(s.vs))
+	})
+}
+
+func (s *rangeSeries) stddev() float64 {
+	return s.one("stddev", func() float64 { return math.Sqrt(variance(s.vs)) })
+}
+
+func (s *rangeSeries) quantile(phi float64) float64 {
+	sorted := s.computed("sorted", func() []float64 { return slices.Sorted(slices.Values(s.vs)) })
+	return quantileSorted(phi, sorted)
+}
+
+func (s *rangeSeries) mad() float64 {
+	return s.one("mad", func() float64 { return madOf(s.vs) })
+}
+
+func rangeTransforms() []extension {
 	return []extension{
-		{fnDef("range_max", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return slices.Max(vs) }))},
-		{fnDef("range_min", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return slices.Min(vs) }))},
-		{fnDef("range_sum", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return sum(vs) }))},
-		{fnDef("range_avg", 0, mat), wholeRange(running(runningAvg, true))},
-		{fnDef("range_first", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return vs[0] }))},
-		{fnDef("range_last", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return vs[len(vs)-1] }))},
-		{fnDef("range_stddev", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return math.Sqrt(variance(vs)) }))},
-		{fnDef("range_stdvar", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return variance(vs) }))},
-		{fnDef("range_mad", 0, mat), wholeRange(everywhere(func(vs, _ []float64) float64 { return madOf(vs) }))},
-		{fnDef("range_quantile", 0, scl, mat), wholeRange(everywhere(func(vs, p []float64) float64 { return quantileOf(p[0], vs) }))},
+		{fnDef("range_max", 0, mat), wholeRange(everywhere("max", func(vs, _ []float64) float64 { return slices.Max(vs) }))},
+		{fnDef("range_min", 0, mat), wholeRange(everywhere("min", func(vs, _ []float64) float64 { return slices.Min(vs) }))},
+		{fnDef("range_sum", 0, mat), wholeRange(everywhere("sum", func(vs, _ []float64) float64 {
+			var t float64
+			for _, v := range vs {
+				t += v
+			}
+			return t
+		}))},
+		{fnDef("range_avg", 0, mat), wholeRange(running("avg", runningAvg, true))},
+		{fnDef("range_first", 0, mat), wholeRange(everywhere("first", func(vs, _ []float64) float64 { return vs[0] }))},
+		{fnDef("range_last", 0, mat), wholeRange(everywhere("last", func(vs, _ []float64) float64 { return vs[len(vs)-1] }))},
+		{fnDef("range_stddev", 0, mat), wholeRange(func(s *rangeSeries, _ []float64) (float64, bool) { return s.stddev(), true })},
+		{fnDef("range_stdvar", 0, mat), wholeRange(everywhere("stdvar", func(vs, _ []float64) float64 { return variance(vs) }))},
+		{fnDef("range_mad", 0, mat), wholeRange(func(s *rangeSeries, _ []float64) (float64, bool) { return s.mad(), true })},
+		{fnDef("range_quantile", 0, scl, mat), wholeRange(func(s *rangeSeries, p []float64) (float64, bool) { return s.quantile(p[0]), true })},
 		{fnDef("range_zscore", 0, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, _ []float64) (float64, bool) {
-			return (v - sum(s.vs)/float64(len(s.vs))) / math.Sqrt(variance(s.vs)), true
+			return (v - s.mean()) / s.stddev(), true
 		}))},
 		{fnDef("range_normalize", 0, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, _ []float64) (float64, bool) {
-			lo, hi := slices.Min(s.vs), slices.Max(s.vs)
+			lo, hi := s.quantile(0), s.quantile(1)
 			if math.IsInf(hi-lo, 0) {
 				return 0, false
 			}
 			return (v - lo) / (hi - lo), true
 		}))},
 		{fnDef("range_linear_regression", 0, mat), wholeRange(func(s *rangeSeries, _ []float64) (float64, bool) {
-			v, k := linearFit(s.ts, s.vs, s.ts[0])
-			return v + k*float64(s.stepMs-s.ts[0])/1e3, true
+			fit := s.computed("fit", func() []float64 {
+				a, k := linearFit(s.ts, s.vs, s.ts[0])
+				return []float64{a, k}
+			})
+			return fit[0] + fit[1]*float64(s.stepMs-s.ts[0])/1e3, true
 		})},
 		{fnDef("range_trim_outliers", 0, scl, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, p []float64) (float64, bool) {
-			return v, !(math.Abs(v-quantileOf(0.5, s.vs)) > p[0]*madOf(s.vs))
+			return v, !(math.Abs(v-s.quantile(0.5)) > p[0]*s.mad())
 		}))},
 		{fnDef("range_trim_spikes", 0, scl, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, p []float64) (float64, bool) {
 			phi := p[0] / 2
-			return v, v <= quantileOf(1-phi, s.vs) && v >= quantileOf(phi, s.vs)
+			return v, v <= s.quantile(1-phi) && v >= s.quantile(phi)
 		}))},
 		{fnDef("range_trim_zscore", 0, scl, mat), wholeRange(atPoint(func(s *rangeSeries, v float64, p []float64) (float64, bool) {
-			z := math.Abs(v-sum(s.vs)/float64(len(s.vs))) / math.Sqrt(variance(s.vs))
-			return v, !(z > math.Abs(p[0]))
+			return v, !(math.Abs(v-s.mean())/s.stddev() > math.Abs(p[0]))
 		}))},
 		// outliersk's score: the sum over a range of n steps, -Inf for a
 		// series missing at some step (VictoriaMetrics' sum turns NaN
@@ -169,12 +270,18 @@ func rangeTransforms() []extension {
 			if float64(len(s.vs)) < p[0] {
 				return math.Inf(-1), true
 			}
-			return sum(s.vs), true
+			return s.one("sum", func() float64 {
+				var t float64
+				for _, v := range s.vs {
+					t += v
+				}
+				return t
+			}), true
 		})},
-		{fnDef("running_sum", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return acc + v }, false))},
-		{fnDef("running_max", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return max(acc, v) }, false))},
-		{fnDef("running_min", 0, mat), wholeRange(running(func(acc, v float64, _ int) float64 { return min(acc, v) }, false))},
-		{fnDef("running_avg", 0, mat), wholeRange(running(runningAvg, false))},
+		{fnDef("running_sum", 0, mat), wholeRange(running("sum", func(acc, v float64, _ int) float64 { return acc + v }, false))},
+		{fnDef("running_max", 0, mat), wholeRange(running("max", func(acc, v float64, _ int) float64 { return max(acc, v) }, false))},
+		{fnDef("running_min", 0, mat), wholeRange(running("min", func(acc, v float64, _ int) float64 { return min(acc, v) }, false))},
+		{fnDef("running_avg", 0, mat), wholeRange(running("avg", runningAvg, false))},
 		{fnDef("keep_last_value", 0, mat), wholeRange(func(s *rangeSeries, _ []float64) (float64, bool) {
 			if s.before == 0 {
 				return 0, false
@@ -202,19 +309,24 @@ func rangeTransforms() []extension {
 			return v0 + (v1-v0)*float64(s.stepMs-t0)/float64(t1-t0), true
 		})},
 		{fnDef("remove_resets", 0, mat), wholeRange(atPoint(func(s *rangeSeries, _ float64, _ []float64) (float64, bool) {
-			var correction float64
-			prev := s.vs[0]
-			for _, v := range s.vs[:s.at+1] {
-				if d := v - prev; d < 0 {
-					if -d*8 < prev {
-						correction += prev - v // a partial reset
-					} else {
-						correction += prev
+			fixed := s.computed("remove_resets", func() []float64 {
+				out := make([]float64, len(s.vs))
+				var correction float64
+				prev := s.vs[0]
+				for i, v := range s.vs {
+					if d := v - prev; d < 0 {
+						if -d*8 < prev {
+							correction += prev - v // a partial reset
+						} else {
+							correction += prev
+						}
 					}
+					prev = v
+					out[i] = v + correction
 				}
-				prev = v
-			}
-			return s.vs[s.at] + correction, true
+				return out
+			})
+			return fixed[s.at], true
 		}))},
 		{fnDef("smooth_exponential", 0, mat, scl), wholeRange(atPoint(func(s *rangeSeries, _ float64, p []float64) (float64, bool) {
 			sf := p[0]
@@ -226,17 +338,22 @@ func rangeTransforms() []extension {
 			case sf > 1:
 				sf = 1
 			}
-			first := slices.IndexFunc(s.vs, func(v float64) bool { return !math.IsInf(v, 0) })
-			if first < 0 || first > s.at {
-				return s.vs[s.at], true
-			}
-			avg := s.vs[first]
-			for _, v := range s.vs[first+1 : s.at+1] {
-				if !math.IsInf(v, 0) {
-					avg = avg*(1-sf) + v*sf
+			smoothed := s.computed(paramsKey("smooth", []float64{sf}), func() []float64 {
+				out := slices.Clone(s.vs)
+				first := slices.IndexFunc(s.vs, func(v float64) bool { return !math.IsInf(v, 0) })
+				if first < 0 {
+					return out
 				}
-			}
-			return avg, true
+				avg := s.vs[first]
+				for i := first + 1; i < len(s.vs); i++ {
+					if v := s.vs[i]; !math.IsInf(v, 0) {
+						avg = avg*(1-sf) + v*sf
+					}
+					out[i] = avg
+				}
+				return out
+			})
+			return smoothed[s.at], true
 		}))},
 	}
 }
