@@ -168,7 +168,12 @@ func (t *translator) widen(m parser.Expr, silence, shift bool) ([]parser.Expr, e
 	}
 	w, off := *window, *offset
 	step, instant := time.Duration(t.stepMs)*time.Millisecond, 0.0
-	if t.stepMs == 0 {
+	switch {
+	case t.sqStep > 0:
+		// Inside a subquery: a range evaluation at its steps, over a span
+		// that starts before the query's.
+		step = t.sqStep
+	case t.stepMs == 0:
 		// VictoriaMetrics' instant queries step by its default, 5m, as
 		// Peakline's default window does.
 		step, instant = time.Duration(t.unitMs)*time.Millisecond, 1
@@ -204,10 +209,10 @@ func (t *translator) widen(m parser.Expr, silence, shift bool) ([]parser.Expr, e
 		startMs = t.endMs
 	}
 	first := float64(startMs-off.Milliseconds()-fetch.Milliseconds()) / 1000
-	if subquery {
+	if subquery || t.sqStep > 0 {
 		first = math.NaN()
 	}
-	last := float64(endMs-off.Milliseconds()+past.Milliseconds()) / 1000
+	last := float64(endMs-off.Milliseconds()+past.Milliseconds()+t.sqStep.Milliseconds()) / 1000
 	num := func(v float64) parser.Expr { return &parser.NumberLiteral{Val: v} }
 	return []parser.Expr{num(w.Seconds()), num(ahead.Seconds()), num(first), num(last), num(step.Seconds()), num(instant)}, nil
 }

@@ -58,9 +58,12 @@ const maxKeepNames = 100
 //     interval from the last 20 samples before the query's end; Peakline
 //     estimates it from the samples around the window, so over series
 //     whose interval varies (jitter of tens of percent) the two may differ
-//     at some steps; and Peakline looks for that sample at most 5m (or
-//     the window, if longer) before the window, for the sample after it
-//     at most 5m past it;
+//     at some steps; and Peakline looks for that sample at most 5m
+//     before the window (more when the step is longer than the window),
+//     for the sample after it at most 5m past it;
+//   - aggr_over_time listing a counter function (rate, increase_pure...)
+//     with others removes counter resets for the counter functions only,
+//     VictoriaMetrics for all of them;
 //   - VictoriaMetrics keeps the metric name for some rollups
 //     (max_over_time, median_over_time, rollup, quantiles_over_time...);
 //     Peakline drops it as Prometheus does, except for first_over_time
@@ -87,6 +90,10 @@ type translator struct {
 	// rewrites over different selectors multiply them.
 	branches int
 	nowMs    int64 // the value of now(), ms
+	// sqStep is the step of the innermost subquery whose expression is
+	// being translated, 0 outside subqueries: a rollup there is evaluated
+	// at the subquery's steps (see widen).
+	sqStep time.Duration
 }
 
 func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
@@ -219,11 +226,23 @@ func (t *translator) matrixArg(e metricsql.Expr) (parser.Expr, error) {
 		}
 		return t.subquery(e, t.defaultWindow, t.implicitStep())
 	}
-	inner, err := t.expr(e)
+	inner, err := t.inSubquery(t.implicitStep(), e)
 	if err != nil {
 		return nil, err
 	}
 	return &parser.SubqueryExpr{Expr: paren(inner), Range: t.defaultWindow, Step: t.implicitStep()}, nil
+}
+
+// inSubquery translates the expression of a subquery stepping by step
+// (0: the engine's default).
+func (t *translator) inSubquery(step time.Duration, e metricsql.Expr) (parser.Expr, error) {
+	if step <= 0 {
+		step = defaultSubqueryStep
+	}
+	outer := t.sqStep
+	t.sqStep = step
+	defer func() { t.sqStep = outer }()
+	return t.expr(e)
 }
 
 // matrix builds `selector[window]` with the offset and @ of re, if any.
@@ -242,7 +261,7 @@ func (t *translator) matrix(me *metricsql.MetricExpr, re *metricsql.RollupExpr, 
 
 // subquery builds `(inner)[window:step]` with the offset and @ of re.
 func (t *translator) subquery(re *metricsql.RollupExpr, window, step time.Duration) (parser.Expr, error) {
-	inner, err := t.expr(re.Expr)
+	inner, err := t.inSubquery(step, re.Expr)
 	if err != nil {
 		return nil, err
 	}
