@@ -239,7 +239,7 @@ func stepTransforms() []extension {
 		{fnDef("label_value", 0, vec, txt), labelValue},
 		{fnDef(internalPrefix+"drop_common_labels", 0, vec, vec), dropCommonLabels},
 		{fnDef("union", -1, vec, vec), union},
-		{fnDef("limit_offset", 0, scl, scl, vec), limitOffset},
+		{fnDef(internalPrefix+"limit_offset", 0, scl, scl, vec, vec), limitOffset},
 		{fnDef("bitmap_and", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a & b })},
 		{fnDef("bitmap_or", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a | b })},
 		{fnDef("bitmap_xor", 0, vec, scl), bitmap(func(a, b uint64) uint64 { return a ^ b })},
@@ -348,20 +348,28 @@ func union(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.Eva
 }
 
 // limitOffset skips offset series, in the order of their labels, and
-// answers at most limit of the rest.
+// answers at most limit of the rest: the series are those of args[3],
+// the same series over the whole range, so the choice holds at every
+// step as VictoriaMetrics' does.
 func limitOffset(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
 	limit, offset := scalarArg(vals, 0), scalarArg(vals, 1)
 	if math.IsNaN(limit) || math.IsNaN(offset) || limit < 0 || offset < 0 {
 		panic(fmt.Errorf("limit_offset: limit and offset must be non-negative numbers, got %g and %g", limit, offset))
 	}
-	in := slices.Clone(vals[2])
-	slices.SortFunc(in, func(a, b Sample) int { return labels.Compare(a.Metric, b.Metric) })
-	off := int(min(offset, float64(len(in))))
-	in = in[off:]
-	if float64(len(in)) > limit {
-		in = in[:int(limit)]
+	all := slices.Clone(vals[3])
+	slices.SortFunc(all, func(a, b Sample) int { return labels.Compare(a.Metric, b.Metric) })
+	all = all[int(min(offset, float64(len(all)))):]
+	all = all[:int(min(limit, float64(len(all))))]
+	chosen := make(map[uint64]bool, len(all))
+	for _, s := range all {
+		chosen[s.Metric.Hash()] = true
 	}
-	return append(enh.Out, in...), nil
+	for _, s := range vals[2] {
+		if chosen[s.Metric.Hash()] {
+			enh.Out = append(enh.Out, s)
+		}
+	}
+	return enh.Out, nil
 }
 
 func bitmap(op func(a, b uint64) uint64) promql.FunctionCall {

@@ -151,6 +151,24 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		x := t.unionOf(es)
 		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
 		return t.internalCall(internalPrefix+"drop_common_labels", x, all), true, nil
+	case "limit_offset":
+		if len(fe.Args) != 3 {
+			return nil, true, badData("%s: limit_offset takes a limit, an offset and the series", fe.AppendString(nil))
+		}
+		limit, err := t.expr(fe.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		offset, err := t.expr(fe.Args[1])
+		if err != nil {
+			return nil, true, err
+		}
+		x, err := t.seriesArg(fe.Args[2])
+		if err != nil {
+			return nil, true, err
+		}
+		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
+		return t.internalCall(internalPrefix+"limit_offset", limit, offset, x, all), true, nil
 	case "range_normalize":
 		if len(fe.Args) > 1 {
 			var es []parser.Expr
