@@ -589,7 +589,7 @@ func paren(e parser.Expr) parser.Expr {
 func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, error)) (parser.Expr, error) {
 	src := keepSource(e)
 	if src == nil {
-		return nil, badData("%s: keep_metric_names needs a metric selector as the series argument (or left operand)", e.AppendString(nil))
+		return t.keepNamesByLabel(e)
 	}
 	var names []string
 	if name, ok := t.pinned[src]; ok {

@@ -692,3 +692,52 @@ func (t *translator) shifted(re *metricsql.RollupExpr) (parser.Expr, error) {
 	sq.Step = sq.Range
 	return &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{sq}}, nil
 }
+
+// keepNamesByLabel implements keep_metric_names where the series do not
+// come straight from a selector (`(rate(x[5m]) * 2) keep_metric_names`):
+// the series arguments (both operands) carry their names in
+// keptNameLabel through the function or operation, which the engine
+// leaves alone, and get them back after it. As in VictoriaMetrics, the
+// names take part in matching the operands, unless on(...) names the
+// labels to match.
+func (t *translator) keepNamesByLabel(e metricsql.Expr) (parser.Expr, error) {
+	var (
+		out parser.Expr
+		err error
+	)
+	switch e := e.(type) {
+	case *metricsql.FuncExpr:
+		out, err = t.call(e)
+	case *metricsql.BinaryOpExpr:
+		out, err = t.binary(e)
+	default:
+		return nil, badData("%s: keep_metric_names applies to functions and operations", e.AppendString(nil))
+	}
+	if err != nil {
+		return nil, err
+	}
+	carry := func(x parser.Expr) parser.Expr {
+		if sq, ok := x.(*parser.SubqueryExpr); ok {
+			sq.Expr = paren(t.internalCall("label_move", sq.Expr, str(labels.MetricName), str(keptNameLabel)))
+			return sq
+		}
+		if x.Type() == parser.ValueTypeVector {
+			return t.internalCall("label_move", x, str(labels.MetricName), str(keptNameLabel))
+		}
+		return x
+	}
+	switch o := out.(type) {
+	case *parser.Call:
+		for i, a := range o.Args {
+			o.Args[i] = carry(a)
+		}
+	case *parser.BinaryExpr:
+		// Matching on(...) leaves the names out, as in VictoriaMetrics;
+		// its one-to-one answer keeps the on labels only, and so loses
+		// the names VictoriaMetrics keeps.
+		o.LHS, o.RHS = carry(o.LHS), carry(o.RHS)
+	default:
+		return out, nil
+	}
+	return t.internalCall(internalPrefix+"name_back", out), nil
+}

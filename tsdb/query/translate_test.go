@@ -148,6 +148,7 @@ func TestTranslate(t *testing.T) {
 	f(`a / ignoring(z) group_right(y) prefix "q_" b`, 0, `label_move(a, "y", "q_y") / ignoring (z, q_y) group_right (q_y) b`)
 	f(`group_left{x="1"}`, 0, `{__name__="group_left",x="1"}`)
 	f(`a + fill_right(0) b`, 0, `(a + b) or ((a unless b) + clamp((a unless b), 0, 0))`)
+	f(`(sum(a) + 1) keep_metric_names`, 0, `metricsql_name_back(label_move(sum(a), "__name__", "__metricsql_name__") + 1)`)
 	f(`sum(a) offset 5m`, 0, `last_over_time((sum(a))[5m:5m] offset 5m)`)
 	f(`sum(a) offset 90s`, time.Minute, `last_over_time((sum(a))[1m:1m] offset 1m30s)`)
 	f(`sum(a) @ (end() - 1m)`, time.Minute, `last_over_time((sum(a))[1m:1m] @ 1772366340.000)`)
@@ -172,7 +173,6 @@ func TestTranslate(t *testing.T) {
 	bad(`label_match(a, "x", "(")`, `label_match`)
 	bad(`timezone_offset("Nowhere/Else")`, `timezone_offset`)
 	bad(`a @ (b + 1)`, `@`)
-	bad(`(sum(a) + 1) keep_metric_names`, `keep_metric_names`)
 	bad(`rate(`, `parse`)
 	if _, err := e.Translate(ctx, `histogram(a)`, start, end, 0); !errors.Is(err, query.ErrUnsupportedFunction) {
 		t.Fatalf("histogram: %v does not wrap ErrUnsupportedFunction", err)
