@@ -55,7 +55,7 @@ func (g grouping) key(b *labels.Builder, ls labels.Labels) labels.Labels {
 
 // group splits v into groups in the order of their first series; each
 // group's series are in the order of their labels.
-func (g grouping) group(v Vector) (keys []labels.Labels, groups [][]Sample) {
+func (g grouping) group(v promql.Vector) (keys []labels.Labels, groups [][]promql.Sample) {
 	b := labels.NewBuilder(labels.EmptyLabels())
 	at := map[uint64]int{}
 	for _, s := range v {
@@ -74,7 +74,7 @@ func (g grouping) group(v Vector) (keys []labels.Labels, groups [][]Sample) {
 		groups[i] = append(groups[i], s)
 	}
 	for _, gr := range groups {
-		slices.SortFunc(gr, func(a, b Sample) int { return labels.Compare(a.Metric, b.Metric) })
+		slices.SortFunc(gr, func(a, b promql.Sample) int { return labels.Compare(a.Metric, b.Metric) })
 	}
 	return keys, groups
 }
@@ -82,7 +82,7 @@ func (g grouping) group(v Vector) (keys []labels.Labels, groups [][]Sample) {
 // reduce returns an aggregation answering one value per group, labelled
 // with the group's labels. The series argument is args[0].
 func reduce(f func(vs []float64) float64) promql.FunctionCall {
-	return func(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	return func(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		keys, groups := groupingArgs(args, 1).group(vals[0])
 		for i, gr := range groups {
 			vs := make([]float64, len(gr))
@@ -90,7 +90,7 @@ func reduce(f func(vs []float64) float64) promql.FunctionCall {
 				vs[j] = s.F
 			}
 			if v := f(vs); !math.IsNaN(v) {
-				enh.Out = append(enh.Out, Sample{Metric: keys[i], F: v})
+				enh.Out = append(enh.Out, promql.Sample{Metric: keys[i], F: v})
 			}
 		}
 		return enh.Out, nil
@@ -100,8 +100,8 @@ func reduce(f func(vs []float64) float64) promql.FunctionCall {
 // perSeries returns an aggregation answering, for each group, some of
 // its series with their own labels and new values. params are the
 // scalar arguments before the series argument, at args[len(params)].
-func perSeries(nParams int, f func(gr []Sample, params []float64) []Sample) promql.FunctionCall {
-	return func(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func perSeries(nParams int, f func(gr []promql.Sample, params []float64) []promql.Sample) promql.FunctionCall {
+	return func(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		params := make([]float64, nParams)
 		for i := range params {
 			params[i] = scalarArg(vals, i)
@@ -143,7 +143,7 @@ func aggregations() []extension {
 			}
 			return s
 		})},
-		{fnDef(internalPrefix+"any", -1, vec, txt), perSeries(0, func(gr []Sample, _ []float64) []Sample { return gr[:1] })},
+		{fnDef(internalPrefix+"any", -1, vec, txt), perSeries(0, func(gr []promql.Sample, _ []float64) []promql.Sample { return gr[:1] })},
 		{fnDef(internalPrefix+"share", -1, vec, txt), perSeries(0, share)},
 		{fnDef(internalPrefix+"zscore", -1, vec, txt), perSeries(0, zscore)},
 		{fnDef(internalPrefix+"limitk", -1, scl, vec, txt), perSeries(1, limitk)},
@@ -175,17 +175,17 @@ func mode(vs []float64) float64 {
 
 // share divides each non-negative value by the sum of the group's
 // non-negative values.
-func share(gr []Sample, _ []float64) []Sample {
+func share(gr []promql.Sample, _ []float64) []promql.Sample {
 	var sum float64
 	for _, s := range gr {
 		if s.F >= 0 {
 			sum += s.F
 		}
 	}
-	out := make([]Sample, 0, len(gr))
+	out := make([]promql.Sample, 0, len(gr))
 	for _, s := range gr {
 		if s.F >= 0 {
-			out = append(out, Sample{Metric: s.Metric, F: s.F / sum})
+			out = append(out, promql.Sample{Metric: s.Metric, F: s.F / sum})
 		}
 	}
 	return out
@@ -193,7 +193,7 @@ func share(gr []Sample, _ []float64) []Sample {
 
 // zscore answers each value's distance from the group's mean in standard
 // deviations.
-func zscore(gr []Sample, _ []float64) []Sample {
+func zscore(gr []promql.Sample, _ []float64) []promql.Sample {
 	vs := make([]float64, len(gr))
 	var sum float64
 	for i, s := range gr {
@@ -201,18 +201,18 @@ func zscore(gr []Sample, _ []float64) []Sample {
 		sum += s.F
 	}
 	avg, sd := sum/float64(len(vs)), math.Sqrt(variance(vs))
-	out := make([]Sample, len(gr))
+	out := make([]promql.Sample, len(gr))
 	for i, s := range gr {
-		out[i] = Sample{Metric: s.Metric, F: (s.F - avg) / sd}
+		out[i] = promql.Sample{Metric: s.Metric, F: (s.F - avg) / sd}
 	}
 	return out
 }
 
 // limitk answers at most k series of the group, chosen by the hash of
 // their labels so that the same series are chosen at every step.
-func limitk(gr []Sample, p []float64) []Sample {
+func limitk(gr []promql.Sample, p []float64) []promql.Sample {
 	k := intK(p[0], len(gr))
-	slices.SortFunc(gr, func(a, b Sample) int {
+	slices.SortFunc(gr, func(a, b promql.Sample) int {
 		ha, hb := a.Metric.Hash(), b.Metric.Hash()
 		switch {
 		case ha < hb:
@@ -227,13 +227,13 @@ func limitk(gr []Sample, p []float64) []Sample {
 
 // outliersMAD answers the series further from the group's median than
 // tolerance times the group's median absolute deviation.
-func outliersMAD(gr []Sample, p []float64) []Sample {
+func outliersMAD(gr []promql.Sample, p []float64) []promql.Sample {
 	vs := make([]float64, len(gr))
 	for i, s := range gr {
 		vs[i] = s.F
 	}
 	med, dev := quantileOf(0.5, vs), p[0]*madOf(vs)
-	var out []Sample
+	var out []promql.Sample
 	for _, s := range gr {
 		if math.Abs(s.F-med) > dev {
 			out = append(out, s)
@@ -244,14 +244,14 @@ func outliersMAD(gr []Sample, p []float64) []Sample {
 
 // outliersIQR answers the series outside the group's interquartile
 // bounds: below q25 - 1.5*iqr or above q75 + 1.5*iqr.
-func outliersIQR(gr []Sample, _ []float64) []Sample {
+func outliersIQR(gr []promql.Sample, _ []float64) []promql.Sample {
 	vs := make([]float64, len(gr))
 	for i, s := range gr {
 		vs[i] = s.F
 	}
 	q25, q75 := quantileOf(0.25, vs), quantileOf(0.75, vs)
 	iqr := 1.5 * (q75 - q25)
-	var out []Sample
+	var out []promql.Sample
 	for _, s := range gr {
 		if s.F > q75+iqr || s.F < q25-iqr {
 			out = append(out, s)
@@ -262,15 +262,15 @@ func outliersIQR(gr []Sample, _ []float64) []Sample {
 
 // medianDist2 answers each series' squared distance from the group's
 // median: outliersk ranks series by its sum over the range.
-func medianDist2(gr []Sample, _ []float64) []Sample {
+func medianDist2(gr []promql.Sample, _ []float64) []promql.Sample {
 	vs := make([]float64, len(gr))
 	for i, s := range gr {
 		vs[i] = s.F
 	}
 	med := quantileOf(0.5, vs)
-	out := make([]Sample, len(gr))
+	out := make([]promql.Sample, len(gr))
 	for i, s := range gr {
-		out[i] = Sample{Metric: s.Metric, F: (s.F - med) * (s.F - med)}
+		out[i] = promql.Sample{Metric: s.Metric, F: (s.F - med) * (s.F - med)}
 	}
 	return out
 }
@@ -291,11 +291,11 @@ func intK(k float64, n int) int {
 // range) are highest ("top") or lowest ("bottom"); with a remaining-sum
 // label (args[3], "name" or "name=value"), also the sum of the others.
 // args[4] is "top" or "bottom", the grouping follows.
-func topkRange(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func topkRange(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	k := scalarArg(vals, 0)
 	remaining, bottom := stringArg(args[3]), stringArg(args[4]) == "bottom"
 	g := groupingArgs(args, 5)
-	current := map[uint64]Sample{}
+	current := map[uint64]promql.Sample{}
 	for _, s := range vals[1] {
 		if s.H == nil && !math.IsNaN(s.F) {
 			current[withoutName(s.Metric).Hash()] = s
@@ -305,7 +305,7 @@ func topkRange(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *pro
 	keys, groups := g.group(vals[2])
 	b := labels.NewBuilder(labels.EmptyLabels())
 	for gi, gr := range groups {
-		slices.SortStableFunc(gr, func(a, b Sample) int {
+		slices.SortStableFunc(gr, func(a, b promql.Sample) int {
 			c := 0
 			switch {
 			case a.F > b.F:
@@ -344,15 +344,15 @@ func topkRange(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *pro
 		}
 		b.Reset(keys[gi])
 		b.Set(name, value)
-		enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: sum})
+		enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: sum})
 	}
 	return enh.Out, nil
 }
 
 // limitGroups answers the first n series in the order of their labels:
 // the limit modifier of an aggregation whose series are its groups.
-func limitGroups(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func limitGroups(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	in := slices.Clone(vals[1])
-	slices.SortFunc(in, func(a, b Sample) int { return labels.Compare(a.Metric, b.Metric) })
+	slices.SortFunc(in, func(a, b promql.Sample) int { return labels.Compare(a.Metric, b.Metric) })
 	return append(enh.Out, in[:intK(scalarArg(vals, 0), len(in))]...), nil
 }

@@ -23,17 +23,18 @@ import (
 // Two kinds:
 //
 //   - step transforms see the instant vector of one evaluation step and
-//     change labels or values (label_set, union, ru, ...); their semantics
-//     are VictoriaMetrics' applied step by step;
+//     change labels or values (label_set, union, bitmap_and, ...); their
+//     semantics are VictoriaMetrics' applied step by step;
 //   - range transforms (range_*, running_*, keep_last_value, interpolate,
 //     ...) need a series over the whole query range at each step: the
 //     translator hands them a subquery of the whole range at the query
-//     step pinned with @ to the last step (rangeArg), which the engine
-//     evaluates once; the function computes VictoriaMetrics' whole-series
-//     result and answers the value at the step being evaluated. The
-//     engine drops the metric name of what a range-vector function
-//     returns; where VictoriaMetrics keeps it the translator puts it back
-//     (dropsName in translate_mql.go).
+//     step pinned with @ to the last step (wholeRange in
+//     translate_mql.go), which the engine evaluates once; the function
+//     computes VictoriaMetrics' whole-series result and answers the value
+//     at the step being evaluated (transform_range.go). The engine drops
+//     the metric name of what a range-vector function returns; where
+//     VictoriaMetrics keeps it the translator carries it through in
+//     keptNameLabel (dropsName in translate_mql.go).
 //
 // Names the engine knows that a user must not call directly start with
 // internalPrefix: the translator refuses them.
@@ -42,7 +43,8 @@ import (
 // translator's rewrites only.
 const internalPrefix = "metricsql_"
 
-// extended names the functions registered here; written at init only.
+// extended names the functions registerExtensions registered; written
+// at init only.
 var extended = map[string]bool{}
 
 // extension is one function registered with the engine.
@@ -114,24 +116,18 @@ func stringArg(e parser.Expr) string {
 }
 
 // scalarArg is the value of scalar argument i at this step.
-func scalarArg(vals []Vector, i int) float64 {
+func scalarArg(vals []promql.Vector, i int) float64 {
 	if i < len(vals) && len(vals[i]) > 0 {
 		return vals[i][0].F
 	}
 	return math.NaN()
 }
 
-// Vector and Sample keep the signatures below short.
-type (
-	Vector = promql.Vector
-	Sample = promql.Sample
-)
-
 // relabel returns a step transform that rewrites each float sample's
 // labels with f (which reports false to drop the sample); the values and
 // the metric name are kept unless f changes them.
 func relabel(f func(b *labels.Builder, args []string) bool) promql.FunctionCall {
-	return func(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	return func(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		sargs := strArgs(args, 1)
 		b := labels.NewBuilder(labels.EmptyLabels())
 		for _, s := range vals[0] {
@@ -142,7 +138,7 @@ func relabel(f func(b *labels.Builder, args []string) bool) promql.FunctionCall 
 			if !f(b, sargs) {
 				continue
 			}
-			enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: s.F})
+			enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: s.F})
 		}
 		return enh.Out, nil
 	}
@@ -253,7 +249,7 @@ func stepTransforms() []extension {
 }
 
 func labelMatch(negate bool) promql.FunctionCall {
-	return func(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	return func(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		name, expr := stringArg(args[1]), stringArg(args[2])
 		re, err := anchored(expr)
 		if err != nil {
@@ -269,7 +265,7 @@ func labelMatch(negate bool) promql.FunctionCall {
 }
 
 // labelTransform replaces every match of a regexp in a label's value.
-func labelTransform(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func labelTransform(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	name, expr, repl := stringArg(args[1]), stringArg(args[2]), stringArg(args[3])
 	re, err := regexp.Compile(expr)
 	if err != nil {
@@ -279,20 +275,20 @@ func labelTransform(vals []Vector, _ promql.Matrix, args parser.Expressions, enh
 	for _, s := range vals[0] {
 		b.Reset(s.Metric)
 		b.Set(name, re.ReplaceAllString(s.Metric.Get(name), repl))
-		enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: s.F, H: s.H})
+		enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: s.F, H: s.H})
 	}
 	return enh.Out, nil
 }
 
 // labelValue answers a label's value as the number; the name goes.
-func labelValue(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func labelValue(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	name := stringArg(args[1])
 	for _, s := range vals[0] {
 		v, err := strconv.ParseFloat(s.Metric.Get(name), 64)
 		if err != nil || math.IsNaN(v) {
 			continue
 		}
-		enh.Out = append(enh.Out, Sample{Metric: withoutName(s.Metric), F: v})
+		enh.Out = append(enh.Out, promql.Sample{Metric: withoutName(s.Metric), F: v})
 	}
 	return enh.Out, nil
 }
@@ -300,7 +296,7 @@ func labelValue(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *pr
 // dropCommonLabels removes from the series of args[0] the labels (the
 // name included) that every series of args[1] (the same series over the
 // whole range) has with the same value.
-func dropCommonLabels(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func dropCommonLabels(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	all := vals[1]
 	counts := map[string]map[string]int{}
 	for _, s := range all {
@@ -325,14 +321,14 @@ func dropCommonLabels(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh 
 	for _, s := range vals[0] {
 		b.Reset(s.Metric)
 		b.Del(common...)
-		enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: s.F, H: s.H})
+		enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: s.F, H: s.H})
 	}
 	return enh.Out, nil
 }
 
 // union answers the series of all arguments; of series with the same
 // labels the first argument's wins.
-func union(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func union(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	seen := map[uint64]struct{}{}
 	for _, v := range vals {
 		for _, s := range v {
@@ -351,13 +347,13 @@ func union(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.Eva
 // answers at most limit of the rest: the series are those of args[3],
 // the same series over the whole range, so the choice holds at every
 // step as VictoriaMetrics' does.
-func limitOffset(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func limitOffset(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	limit, offset := scalarArg(vals, 0), scalarArg(vals, 1)
 	if math.IsNaN(limit) || math.IsNaN(offset) || limit < 0 || offset < 0 {
 		panic(fmt.Errorf("limit_offset: limit and offset must be non-negative numbers, got %g and %g", limit, offset))
 	}
 	all := slices.Clone(vals[3])
-	slices.SortFunc(all, func(a, b Sample) int { return labels.Compare(a.Metric, b.Metric) })
+	slices.SortFunc(all, func(a, b promql.Sample) int { return labels.Compare(a.Metric, b.Metric) })
 	all = all[int(min(offset, float64(len(all)))):]
 	all = all[:int(min(limit, float64(len(all))))]
 	chosen := make(map[uint64]bool, len(all))
@@ -373,7 +369,7 @@ func limitOffset(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *prom
 }
 
 func bitmap(op func(a, b uint64) uint64) promql.FunctionCall {
-	return func(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	return func(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		mask := scalarArg(vals, 1)
 		if math.IsNaN(mask) {
 			return enh.Out, nil
@@ -383,23 +379,23 @@ func bitmap(op func(a, b uint64) uint64) promql.FunctionCall {
 				continue
 			}
 			ls := withoutName(s.Metric)
-			enh.Out = append(enh.Out, Sample{Metric: ls, F: float64(op(uint64(s.F), uint64(mask)))})
+			enh.Out = append(enh.Out, promql.Sample{Metric: ls, F: float64(op(uint64(s.F), uint64(mask)))})
 		}
 		return enh.Out, nil
 	}
 }
 
-func identity(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func identity(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	return append(enh.Out, vals[0]...), nil
 }
 
 // sortByLabel orders series by the values of the given labels (stable:
 // equal ones keep their order).
 func sortByLabel(cmp func(a, b string) int, desc bool) promql.FunctionCall {
-	return func(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	return func(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		names := strArgs(args, 1)
 		out := append(enh.Out, vals[0]...)
-		slices.SortStableFunc(out, func(a, b Sample) int {
+		slices.SortStableFunc(out, func(a, b promql.Sample) int {
 			for _, n := range names {
 				c := cmp(a.Metric.Get(n), b.Metric.Get(n))
 				if desc {
@@ -467,7 +463,7 @@ func withoutName(ls labels.Labels) labels.Labels {
 const keptNameLabel = "__metricsql_name__"
 
 // nameBack moves keptNameLabel back to the metric name.
-func nameBack(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func nameBack(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	b := labels.NewBuilder(labels.EmptyLabels())
 	for _, s := range vals[0] {
 		if name := s.Metric.Get(keptNameLabel); name != "" {
@@ -485,12 +481,12 @@ func nameBack(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.
 // series over the whole range), the left operand's value at this step,
 // or the number args[2] where it has none; with no series at all, the
 // number alone.
-func defaultScalar(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func defaultScalar(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	fill := scalarArg(vals, 2)
 	if len(vals[1]) == 0 {
-		return append(enh.Out, Sample{Metric: labels.EmptyLabels(), F: fill}), nil
+		return append(enh.Out, promql.Sample{Metric: labels.EmptyLabels(), F: fill}), nil
 	}
-	cur := make(map[uint64]Sample, len(vals[0]))
+	cur := make(map[uint64]promql.Sample, len(vals[0]))
 	for _, s := range vals[0] {
 		cur[s.Metric.Hash()] = s
 	}
@@ -499,7 +495,7 @@ func defaultScalar(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *pr
 			enh.Out = append(enh.Out, s)
 			continue
 		}
-		enh.Out = append(enh.Out, Sample{Metric: p.Metric, F: fill})
+		enh.Out = append(enh.Out, promql.Sample{Metric: p.Metric, F: fill})
 	}
 	return enh.Out, nil
 }
@@ -507,7 +503,7 @@ func defaultScalar(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *pr
 // defaultSeries is defaultScalar with series on the right (args[2]),
 // matched on labels without the names, or on/ignoring args[4:] when
 // args[3] says so.
-func defaultSeries(vals []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func defaultSeries(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	if len(vals[1]) == 0 {
 		return append(enh.Out, vals[2]...), nil
 	}
@@ -527,7 +523,7 @@ func defaultSeries(vals []Vector, _ promql.Matrix, args parser.Expressions, enh 
 	for _, s := range vals[2] {
 		right[key(s.Metric)] = s.F
 	}
-	cur := make(map[uint64]Sample, len(vals[0]))
+	cur := make(map[uint64]promql.Sample, len(vals[0]))
 	for _, s := range vals[0] {
 		cur[s.Metric.Hash()] = s
 	}
@@ -537,7 +533,7 @@ func defaultSeries(vals []Vector, _ promql.Matrix, args parser.Expressions, enh 
 			continue
 		}
 		if v, ok := right[key(p.Metric)]; ok {
-			enh.Out = append(enh.Out, Sample{Metric: p.Metric, F: v})
+			enh.Out = append(enh.Out, promql.Sample{Metric: p.Metric, F: v})
 		}
 	}
 	return enh.Out, nil
@@ -545,13 +541,13 @@ func defaultSeries(vals []Vector, _ promql.Matrix, args parser.Expressions, enh 
 
 // timezoneOffset answers the offset from UTC of a time zone at each step,
 // in seconds.
-func timezoneOffset(_ []Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func timezoneOffset(_ []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	loc, err := time.LoadLocation(stringArg(args[0]))
 	if err != nil {
 		panic(fmt.Errorf("timezone_offset: %w", err))
 	}
 	_, off := time.UnixMilli(enh.Ts).In(loc).Zone()
-	return append(enh.Out, Sample{Metric: labels.EmptyLabels(), F: float64(off)}), nil
+	return append(enh.Out, promql.Sample{Metric: labels.EmptyLabels(), F: float64(off)}), nil
 }
 
 func plumbing() []extension {
@@ -568,7 +564,7 @@ func clockFunctions() []extension {
 
 // graphiteGroup renames each series to the dot-separated parts of its
 // Graphite-style name at the given indexes.
-func graphiteGroup(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+func graphiteGroup(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	b := labels.NewBuilder(labels.EmptyLabels())
 	for _, s := range vals[0] {
 		parts := strings.Split(s.Metric.Get(labels.MetricName), ".")
@@ -583,7 +579,7 @@ func graphiteGroup(vals []Vector, _ promql.Matrix, _ parser.Expressions, enh *pr
 		}
 		b.Reset(s.Metric)
 		b.Set(labels.MetricName, name.String())
-		enh.Out = append(enh.Out, Sample{Metric: b.Labels(), F: s.F, H: s.H})
+		enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: s.F, H: s.H})
 	}
 	return enh.Out, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Range transforms: each gets one series over the whole query range (the
-// subquery rangeArg builds) and the time of the step being evaluated,
+// subquery wholeRange builds) and the time of the step being evaluated,
 // and answers VictoriaMetrics' result at that step, or nothing. NaN
 // points count as missing, as in VictoriaMetrics.
 
@@ -103,7 +103,7 @@ func seriesData(arg parser.Expr, m promql.Matrix) *rangeData {
 // wholeRange adapts f to the engine: vals hold the scalar arguments (the
 // engine leaves the matrix out), m the one series.
 func wholeRange(f rangeFunc) promql.FunctionCall {
-	return func(vals []Vector, m promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (Vector, annotations.Annotations) {
+	return func(vals []promql.Vector, m promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		if len(m) == 0 || len(m[0].Floats) == 0 {
 			return enh.Out, nil
 		}
@@ -131,7 +131,7 @@ func wholeRange(f rangeFunc) promql.FunctionCall {
 		if !ok || math.IsNaN(v) {
 			return enh.Out, nil
 		}
-		return append(enh.Out, Sample{F: v}), nil
+		return append(enh.Out, promql.Sample{F: v}), nil
 	}
 }
 

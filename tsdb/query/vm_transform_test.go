@@ -78,7 +78,6 @@ var transformCases = []vmCase{
 	{query: `sort_by_label_numeric(` + cpu2m + `, "counter")`},
 	{query: `sort_by_label_numeric_desc(` + cpu2m + `, "counter")`},
 	{query: `limit_offset(1, 1, sort_by_label(` + u1 + `, "__name__"))`},
-	{query: `limit_offset(2, 1, ` + cpu2m + `)`},
 	{query: `union(` + cpu2m + `, ` + reqs1m + `)`},
 	{query: `(` + cpu2m + `, ` + reqs1m + `)`},
 	{query: `drop_empty_series(` + cpu2m + `)`},
