@@ -77,6 +77,7 @@ func init() {
 	registerExtensions(rangeTransforms(), true)
 	registerExtensions(aggregations(), false)
 	registerExtensions(plumbing(), false)
+	registerExtensions(histogramExtensions(), false)
 	registerExtensions(clockFunctions(), true)
 }
 

@@ -68,7 +68,6 @@ var leftOut = map[string]string{
 	"rand":                "random numbers no comparison can hold to VictoriaMetrics'",
 	"rand_exponential":    "random numbers no comparison can hold to VictoriaMetrics'",
 	"rand_normal":         "random numbers no comparison can hold to VictoriaMetrics'",
-	"histogram":           "vmrange buckets across series, turned into le buckets over the range",
 }
 
 // Every transform and aggregation of metricsql is PromQL's own, added

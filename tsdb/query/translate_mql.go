@@ -396,6 +396,22 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		}
 		return t.unionOf(es), true, nil
 	}
+	if name == "histogram" {
+		if err := nargs(1); err != nil {
+			return nil, true, err
+		}
+		x, err := t.seriesArg(ae.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		g, err := groupingStrings(ae)
+		if err != nil {
+			return nil, true, err
+		}
+		buckets := t.internalCall(internalPrefix+"histogram_buckets", append([]parser.Expr{x}, g...)...)
+		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(buckets)}}
+		return t.internalCall(internalPrefix+"histogram_le", buckets, all), true, nil
+	}
 	if name == "outliersk" {
 		// The k series furthest from the group's median over the range:
 		// scored by the sum of their squared distances.

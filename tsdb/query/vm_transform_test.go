@@ -120,6 +120,9 @@ var aggregateCases = []vmCase{
 	{query: `bottomk_median(2, ` + cpu2m + `)`},
 	{query: `bottomk_last(1, ` + cpu2m + `)`},
 	{query: `any(` + cpu2m + `) by (counter, job_id)`},
+	{query: `histogram(` + cpu2m + `)`},
+	{query: `histogram(` + withOutlier + `) by (job_id)`},
+	{query: `histogram(last_over_time(peakline_memory_bytes[5s])) by (job_id)`, span: vmAnsible},
 	{query: `limitk(5, ` + cpu2m + `)`},
 	{query: `sum(` + cpu2m + `, ` + reqs1m + `) by (job_id)`},
 }

@@ -1,0 +1,155 @@
+package query
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// histogram(x) by (g): VictoriaMetrics counts each step's values of a
+// group into its vmrange buckets (rollup_buckets.go) and answers them as
+// cumulative `le` buckets, one series per bound that any step of the
+// range needs. So it is two functions: histogramBuckets counts a step's
+// buckets (a series per non-empty vmrange), and histogramLE, given also
+// the buckets of the whole range, answers the cumulative le series:
+//
+//	histogram(x)  ->  metricsql_histogram_le(B, last_over_time((B)[range:step] @ end))
+//	                  with B = metricsql_histogram_buckets(x, "")
+
+func histogramExtensions() []extension {
+	return []extension{
+		{fnDef(internalPrefix+"histogram_buckets", -1, vec, txt), histogramBuckets},
+		{fnDef(internalPrefix+"histogram_le", 0, vec, vec), histogramLE},
+	}
+}
+
+// histogramBuckets answers, per group of args[0] (grouped by args[1:]),
+// the count of each non-empty vmrange bucket of this step's values.
+func histogramBuckets(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
+	keys, groups := groupingArgs(args, 1).group(vals[0])
+	b := labels.NewBuilder(labels.EmptyLabels())
+	for i, gr := range groups {
+		counts := map[int]float64{}
+		for _, s := range gr {
+			if idx, ok := vmBucket(s.F); ok {
+				counts[idx]++
+			}
+		}
+		for _, idx := range slices.Sorted(mapKeys(counts)) {
+			b.Reset(keys[i])
+			b.Set("vmrange", vmRange(idx))
+			enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: counts[idx]})
+		}
+	}
+	return enh.Out, nil
+}
+
+func mapKeys(m map[int]float64) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// leBound is one le series of a group: its bound and the vmrange bucket
+// whose count it adds ("" for a bound that only closes a gap).
+type leBound struct {
+	le      string
+	vmrange string
+}
+
+// histogramLE answers the cumulative le series of each group of args[1]
+// (the vmrange series of the whole range) with this step's counts from
+// args[0], as VictoriaMetrics turns vmrange buckets into le buckets: a
+// bound at the end of each bucket, one at the start of a bucket that
+// does not follow the previous one, and +Inf.
+func histogramLE(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
+	type bucket struct {
+		vmrange, startStr, endStr string
+		start, end                float64
+	}
+	groupOf := func(ls labels.Labels) labels.Labels {
+		return labels.NewBuilder(ls).Del("vmrange", "le").Labels()
+	}
+	groups := map[uint64][]bucket{}
+	groupLabels := map[uint64]labels.Labels{}
+	for _, s := range vals[1] {
+		vr := s.Metric.Get("vmrange")
+		startStr, endStr, ok := strings.Cut(vr, "...")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseFloat(startStr, 64)
+		end, err2 := strconv.ParseFloat(endStr, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		g := groupOf(s.Metric)
+		h := g.Hash()
+		groupLabels[h] = g
+		groups[h] = append(groups[h], bucket{vr, startStr, endStr, start, end})
+	}
+	counts := map[uint64]map[string]float64{}
+	for _, s := range vals[0] {
+		h := groupOf(s.Metric).Hash()
+		if counts[h] == nil {
+			counts[h] = map[string]float64{}
+		}
+		counts[h][s.Metric.Get("vmrange")] = s.F
+	}
+	b := labels.NewBuilder(labels.EmptyLabels())
+	for h, bs := range groups {
+		slices.SortFunc(bs, func(x, y bucket) int {
+			switch {
+			case x.end < y.end:
+				return -1
+			case x.end > y.end:
+				return 1
+			}
+			return 0
+		})
+		var bounds []leBound
+		seen := map[string]int{}
+		prevEnd := 0.0
+		for _, x := range bs {
+			if x.start != prevEnd {
+				if _, ok := seen[x.startStr]; !ok {
+					seen[x.startStr] = len(bounds)
+					bounds = append(bounds, leBound{le: x.startStr})
+				}
+			}
+			if i, ok := seen[x.endStr]; ok {
+				// The same bound twice: its counts add up.
+				bounds[i].vmrange += "|" + x.vmrange
+			} else {
+				seen[x.endStr] = len(bounds)
+				bounds = append(bounds, leBound{le: x.endStr, vmrange: x.vmrange})
+			}
+			prevEnd = x.end
+		}
+		if len(bs) > 0 && !math.IsInf(bs[len(bs)-1].end, 1) {
+			bounds = append(bounds, leBound{le: "+Inf"})
+		}
+		var total float64
+		for _, bd := range bounds {
+			for _, vr := range strings.Split(bd.vmrange, "|") {
+				if v := counts[h][vr]; v > 0 {
+					total += v
+				}
+			}
+			b.Reset(groupLabels[h])
+			b.Set("le", bd.le)
+			enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: total})
+		}
+	}
+	return enh.Out, nil
+}
