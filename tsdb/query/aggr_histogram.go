@@ -19,8 +19,11 @@ import (
 // buckets (a series per non-empty vmrange), and histogramLE, given also
 // the buckets of the whole range, answers the cumulative le series:
 //
-//	histogram(x)  ->  metricsql_histogram_le(B, last_over_time((B)[range:step] @ end))
+//	histogram(x)  ->  metricsql_histogram_le(B, max_over_time((B)[range:step] @ end))
 //	                  with B = metricsql_histogram_buckets(x, "")
+//
+// histogramLE is prometheus_buckets too, and turns vmrange buckets into
+// le buckets for histogram_quantile.
 
 func histogramExtensions() []extension {
 	return []extension{
@@ -68,10 +71,12 @@ type leBound struct {
 }
 
 // histogramLE answers the cumulative le series of each group of args[1]
-// (the vmrange series of the whole range) with this step's counts from
-// args[0], as VictoriaMetrics turns vmrange buckets into le buckets: a
-// bound at the end of each bucket, one at the start of a bucket that
-// does not follow the previous one, and +Inf.
+// (the vmrange series of the whole range, valued with their maximum)
+// with this step's counts from args[0], as VictoriaMetrics turns vmrange
+// buckets into le buckets: a bound at the end of each bucket, one at the
+// start of a bucket that does not follow the previous one, and +Inf.
+// Series of args[0] that have an le label and no vmrange pass as they
+// are.
 func histogramLE(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 	type bucket struct {
 		vmrange, startStr, endStr string
@@ -84,6 +89,9 @@ func histogramLE(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, en
 	groupLabels := map[uint64]labels.Labels{}
 	for _, s := range vals[1] {
 		vr := s.Metric.Get("vmrange")
+		if s.F <= 0 {
+			continue // a bucket empty over the whole range
+		}
 		startStr, endStr, ok := strings.Cut(vr, "...")
 		if !ok {
 			continue
@@ -100,6 +108,12 @@ func histogramLE(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, en
 	}
 	counts := map[uint64]map[string]float64{}
 	for _, s := range vals[0] {
+		if !s.Metric.Has("vmrange") {
+			if s.Metric.Has("le") {
+				enh.Out = append(enh.Out, s)
+			}
+			continue
+		}
 		h := groupOf(s.Metric).Hash()
 		if counts[h] == nil {
 			counts[h] = map[string]float64{}

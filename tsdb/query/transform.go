@@ -554,6 +554,7 @@ func timezoneOffset(_ []promql.Vector, _ promql.Matrix, args parser.Expressions,
 func plumbing() []extension {
 	return []extension{
 		{fnDef(internalPrefix+"name_back", 0, vec), nameBack},
+		{fnDef(internalPrefix+"drop_nan", 0, vec), dropNaN},
 		{fnDef(internalPrefix+"default_scalar", 0, vec, vec, scl), defaultScalar},
 		{fnDef(internalPrefix+"default", -1, vec, vec, vec, txt), defaultSeries},
 	}
@@ -581,6 +582,17 @@ func graphiteGroup(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, 
 		b.Reset(s.Metric)
 		b.Set(labels.MetricName, name.String())
 		enh.Out = append(enh.Out, promql.Sample{Metric: b.Labels(), F: s.F, H: s.H})
+	}
+	return enh.Out, nil
+}
+
+// dropNaN leaves out NaN samples: VictoriaMetrics answers no point where
+// a value is NaN.
+func dropNaN(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
+	for _, s := range vals[0] {
+		if s.H != nil || !math.IsNaN(s.F) {
+			enh.Out = append(enh.Out, s)
+		}
 	}
 	return enh.Out, nil
 }

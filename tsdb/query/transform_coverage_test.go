@@ -61,13 +61,11 @@ avg bottomk count count_values group max min quantile stddev stdvar sum topk`)
 
 // leftOut are refused, and why (the README lists them).
 var leftOut = map[string]string{
-	"buckets_limit":       "histogram buckets, which Peakline never records",
-	"histogram_quantiles": "histogram buckets, which Peakline never records",
-	"histogram_share":     "histogram buckets, which Peakline never records",
-	"prometheus_buckets":  "histogram buckets, which Peakline never records",
-	"rand":                "random numbers no comparison can hold to VictoriaMetrics'",
-	"rand_exponential":    "random numbers no comparison can hold to VictoriaMetrics'",
-	"rand_normal":         "random numbers no comparison can hold to VictoriaMetrics'",
+	"buckets_limit":    "histogram buckets, which Peakline never records",
+	"histogram_share":  "histogram buckets, which Peakline never records",
+	"rand":             "random numbers no comparison can hold to VictoriaMetrics'",
+	"rand_exponential": "random numbers no comparison can hold to VictoriaMetrics'",
+	"rand_normal":      "random numbers no comparison can hold to VictoriaMetrics'",
 }
 
 // Every transform and aggregation of metricsql is PromQL's own, added

@@ -169,6 +169,56 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		}
 		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
 		return t.internalCall(internalPrefix+"limit_offset", limit, offset, x, all), true, nil
+	case "prometheus_buckets":
+		if len(fe.Args) != 1 {
+			return nil, true, badData("%s: prometheus_buckets takes the buckets", fe.AppendString(nil))
+		}
+		x, err := t.seriesArg(fe.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		return t.leBuckets(x), true, nil
+	case "histogram_quantile":
+		// VictoriaMetrics' buckets (vmrange, as histogram_over_time
+		// answers them) become le buckets first; a quantile of no
+		// samples (NaN) is no point, as in VictoriaMetrics.
+		if len(fe.Args) != 2 {
+			break
+		}
+		phi, err := t.expr(fe.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		x, err := t.seriesArg(fe.Args[1])
+		if err != nil {
+			return nil, true, err
+		}
+		if vmrangeBuckets(fe.Args[1]) {
+			x = t.leBuckets(x)
+		}
+		q := &parser.Call{Func: parser.Functions["histogram_quantile"], Args: parser.Expressions{phi, x}}
+		return t.internalCall(internalPrefix+"drop_nan", q), true, nil
+	case "histogram_quantiles":
+		if len(fe.Args) < 3 {
+			return nil, true, badData("%s: histogram_quantiles takes a label name, one or more phis and the buckets", fe.AppendString(nil))
+		}
+		label, ok := fe.Args[0].(*metricsql.StringExpr)
+		if !ok {
+			return nil, true, badData("%s: the first argument of histogram_quantiles is a label name in quotes", fe.AppendString(nil))
+		}
+		var es []parser.Expr
+		for _, a := range fe.Args[1 : len(fe.Args)-1] {
+			phi, ok := a.(*metricsql.NumberExpr)
+			if !ok {
+				return nil, true, badData("%s: the phis of histogram_quantiles must be numbers", fe.AppendString(nil))
+			}
+			q, err := t.call(&metricsql.FuncExpr{Name: "histogram_quantile", Args: []metricsql.Expr{phi, fe.Args[len(fe.Args)-1]}})
+			if err != nil {
+				return nil, true, err
+			}
+			es = append(es, t.internalCall("label_set", q, str(label.S), str(strconv.FormatFloat(phi.N, 'g', -1, 64))))
+		}
+		return t.unionOf(es), true, nil
 	case "range_normalize":
 		if len(fe.Args) > 1 {
 			var es []parser.Expr
@@ -409,8 +459,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 			return nil, true, err
 		}
 		buckets := t.internalCall(internalPrefix+"histogram_buckets", append([]parser.Expr{x}, g...)...)
-		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(buckets)}}
-		return t.internalCall(internalPrefix+"histogram_le", buckets, all), true, nil
+		return t.leBuckets(buckets), true, nil
 	}
 	if name == "outliersk" {
 		// The k series furthest from the group's median over the range:
@@ -756,4 +805,19 @@ func (t *translator) keepNamesByLabel(e metricsql.Expr) (parser.Expr, error) {
 		return out, nil
 	}
 	return t.internalCall(internalPrefix+"name_back", out), nil
+}
+
+// leBuckets turns the vmrange buckets of x into le buckets over the
+// whole range (see histogramLE).
+func (t *translator) leBuckets(x parser.Expr) parser.Expr {
+	all := &parser.Call{Func: parser.Functions["max_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
+	return t.internalCall(internalPrefix+"histogram_le", x, all)
+}
+
+// vmrangeBuckets reports whether e answers VictoriaMetrics' vmrange
+// buckets: it uses histogram_over_time or a vmrange label (the histogram
+// aggregation and prometheus_buckets answer le buckets already).
+func vmrangeBuckets(e metricsql.Expr) bool {
+	s := string(e.AppendString(nil))
+	return (strings.Contains(s, "histogram_over_time(") || strings.Contains(s, "vmrange")) && !strings.Contains(s, "prometheus_buckets(")
 }

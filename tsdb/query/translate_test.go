@@ -83,7 +83,7 @@ func TestTranslate(t *testing.T) {
 	f(`a * -2`, 0, `a * (-2)`)
 	f(`-a`, 0, `0 - a`)
 	f(`label_replace(a, "x", "$1", "job_id", "(.*)")`, 0, `label_replace(a, "x", "$1", "job_id", "(.*)")`)
-	f(`histogram_quantile(0.9, sum by (le) (rate(a[5m])))`, 0, `histogram_quantile(0.9, sum by (le) (rate(a[5m])))`)
+	f(`histogram_quantile(0.9, sum by (le) (rate(a[5m])))`, 0, `metricsql_drop_nan(histogram_quantile(0.9, sum by (le) (rate(a[5m]))))`)
 	f(`1+1`, 0, `2`)
 	f(`time() - 5m`, 0, `time() - 300`)
 	// MetricsQL: WITH templates.
