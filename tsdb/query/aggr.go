@@ -46,7 +46,7 @@ func (g grouping) key(b *labels.Builder, ls labels.Labels) labels.Labels {
 	b.Reset(ls)
 	if g.without {
 		b.Del(g.names...)
-		b.Del(labels.MetricName)
+		b.Del(labels.MetricName, keptNameLabel)
 	} else {
 		b.Keep(g.names...)
 	}
@@ -287,8 +287,7 @@ func intK(k float64, n int) int {
 }
 
 // topkRange answers, per group, the k series (args[1]) whose scores
-// (args[2], the same series without their names, scored over the whole
-// range) are highest ("top") or lowest ("bottom"); with a remaining-sum
+// (args[2], the same series scored over the whole range) are highest ("top") or lowest ("bottom"); with a remaining-sum
 // label (args[3], "name" or "name=value"), also the sum of the others.
 // args[4] is "top" or "bottom", the grouping follows.
 func topkRange(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
@@ -298,7 +297,7 @@ func topkRange(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, e
 	current := map[uint64]promql.Sample{}
 	for _, s := range vals[1] {
 		if s.H == nil && !math.IsNaN(s.F) {
-			current[withoutName(s.Metric).Hash()] = s
+			current[s.Metric.Hash()] = s
 		}
 	}
 	// Group the scored series: every series of the range has a score.

@@ -29,6 +29,7 @@ func histogramExtensions() []extension {
 	return []extension{
 		{fnDef(internalPrefix+"histogram_buckets", -1, vec, txt), histogramBuckets},
 		{fnDef(internalPrefix+"histogram_le", 0, vec, vec), histogramLE},
+		{fnDef(internalPrefix+"histogram_share", 0, scl, vec, txt), histogramShare},
 	}
 }
 
@@ -166,4 +167,117 @@ func histogramLE(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, en
 		}
 	}
 	return enh.Out, nil
+}
+
+// histogramShare answers, per group of le buckets (args[1], grouped by
+// their labels without le and the name), the share of samples at or
+// below le (args[0]), interpolated within its bucket, as
+// VictoriaMetrics' histogram_share; with a bounds label (args[2]) also
+// the shares at the bucket's bounds, labelled "lower" and "upper".
+func histogramShare(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
+	leReq := scalarArg(vals, 0)
+	boundsLabel := stringArg(args[2])
+	type bucket struct {
+		le, v float64
+	}
+	groups := map[uint64][]bucket{}
+	groupLabels := map[uint64]labels.Labels{}
+	for _, s := range vals[1] {
+		le, err := strconv.ParseFloat(s.Metric.Get("le"), 64)
+		if err != nil || s.H != nil {
+			continue
+		}
+		g := labels.NewBuilder(s.Metric).Del("le", labels.MetricName).Labels()
+		h := g.Hash()
+		groupLabels[h] = g
+		groups[h] = append(groups[h], bucket{le, s.F})
+	}
+	b := labels.NewBuilder(labels.EmptyLabels())
+	emit := func(g labels.Labels, bound string, v float64) {
+		if math.IsNaN(v) {
+			return
+		}
+		if bound != "" {
+			b.Reset(g)
+			b.Set(boundsLabel, bound)
+			g = b.Labels()
+		}
+		enh.Out = append(enh.Out, promql.Sample{Metric: g, F: v})
+	}
+	for h, bs := range groups {
+		slices.SortStableFunc(bs, func(x, y bucket) int {
+			switch {
+			case x.le < y.le:
+				return -1
+			case x.le > y.le:
+				return 1
+			}
+			return 0
+		})
+		// Buckets of the same bound add up; a bucket below the one
+		// before it (or NaN) takes its value.
+		merged := bs[:1]
+		for _, x := range bs[1:] {
+			if last := &merged[len(merged)-1]; x.le == last.le {
+				last.v += x.v
+			} else {
+				merged = append(merged, x)
+			}
+		}
+		if math.IsNaN(merged[0].v) {
+			merged[0].v = 0
+		}
+		for j := 1; j < len(merged); j++ {
+			if math.IsNaN(merged[j].v) || merged[j-1].v > merged[j].v {
+				merged[j].v = merged[j-1].v
+			}
+		}
+		q, lower, upper := shareBelow(leReq, merged[len(merged)-1].v, func(yield func(le, v float64) bool) {
+			for _, x := range merged {
+				if !yield(x.le, x.v) {
+					return
+				}
+			}
+		})
+		emit(groupLabels[h], "", q)
+		if boundsLabel != "" {
+			emit(groupLabels[h], "lower", lower)
+			emit(groupLabels[h], "upper", upper)
+		}
+	}
+	return enh.Out, nil
+}
+
+// shareBelow is the share of samples at or below leReq among buckets
+// (ascending bounds, cumulative counts, total the last), with the shares
+// at the bounds of the bucket it falls in.
+func shareBelow(leReq, total float64, buckets func(func(le, v float64) bool)) (q, lower, upper float64) {
+	switch {
+	case math.IsNaN(leReq):
+		return math.NaN(), math.NaN(), math.NaN()
+	case leReq < 0:
+		return 0, 0, 0
+	case math.IsInf(leReq, 1):
+		return 1, 1, 1
+	}
+	var vPrev, lePrev float64
+	q, lower, upper = 1, 1, 1
+	buckets(func(le, v float64) bool {
+		if leReq >= le {
+			vPrev, lePrev = v, le
+			return true
+		}
+		lower = vPrev / total
+		switch {
+		case math.IsInf(le, 1):
+			q, upper = lower, 1
+		case lePrev == leReq:
+			q, upper = lower, lower
+		default:
+			upper = v / total
+			q = lower + (v-vPrev)/total*(leReq-lePrev)/(le-lePrev)
+		}
+		return false
+	})
+	return q, lower, upper
 }

@@ -62,7 +62,6 @@ avg bottomk count count_values group max min quantile stddev stdvar sum topk`)
 // leftOut are refused, and why (the README lists them).
 var leftOut = map[string]string{
 	"buckets_limit":    "histogram buckets, which Peakline never records",
-	"histogram_share":  "histogram buckets, which Peakline never records",
 	"rand":             "random numbers no comparison can hold to VictoriaMetrics'",
 	"rand_exponential": "random numbers no comparison can hold to VictoriaMetrics'",
 	"rand_normal":      "random numbers no comparison can hold to VictoriaMetrics'",

@@ -198,6 +198,30 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		}
 		q := &parser.Call{Func: parser.Functions["histogram_quantile"], Args: parser.Expressions{phi, x}}
 		return t.internalCall(internalPrefix+"drop_nan", q), true, nil
+	case "histogram_share":
+		if len(fe.Args) != 2 && len(fe.Args) != 3 {
+			return nil, true, badData("%s: histogram_share takes le, the buckets and optionally a label for the bounds", fe.AppendString(nil))
+		}
+		le, err := t.expr(fe.Args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		x, err := t.seriesArg(fe.Args[1])
+		if err != nil {
+			return nil, true, err
+		}
+		if vmrangeBuckets(fe.Args[1]) {
+			x = t.leBuckets(x)
+		}
+		bounds := ""
+		if len(fe.Args) == 3 {
+			s, ok := fe.Args[2].(*metricsql.StringExpr)
+			if !ok {
+				return nil, true, badData("%s: the bounds label of histogram_share is a label name in quotes", fe.AppendString(nil))
+			}
+			bounds = s.S
+		}
+		return t.internalCall(internalPrefix+"histogram_share", le, x, str(bounds)), true, nil
 	case "histogram_quantiles":
 		if len(fe.Args) < 3 {
 			return nil, true, badData("%s: histogram_quantiles takes a label name, one or more phis and the buckets", fe.AppendString(nil))
@@ -291,7 +315,7 @@ func (t *translator) rangeCall(fe *metricsql.FuncExpr, name string, at int) (par
 		return &parser.Call{Func: fn, Args: args}, nil
 	}
 	// The name travels in another label, which the engine keeps.
-	args[at] = t.wholeRange(t.internalCall("label_move", series, str(labels.MetricName), str(keptNameLabel)))
+	args[at] = t.wholeRange(t.carryName(series))
 	return t.internalCall(internalPrefix+"name_back", &parser.Call{Func: fn, Args: args}), nil
 }
 
@@ -479,12 +503,12 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		if err != nil {
 			return nil, true, err
 		}
-		dist := t.internalCall(internalPrefix+"median_dist2", append([]parser.Expr{x}, g...)...)
+		dist := t.internalCall(internalPrefix+"median_dist2", append([]parser.Expr{t.carryName(x)}, g...)...)
 		steps := 1.0
 		if t.stepMs > 0 {
 			steps = float64((t.endMs-t.startMs)/t.stepMs + 1)
 		}
-		score := t.internalCall(internalPrefix+"range_sum_full", num(steps), t.wholeRange(dist))
+		score := t.internalCall(internalPrefix+"name_back", t.internalCall(internalPrefix+"range_sum_full", num(steps), t.wholeRange(dist)))
 		args := append([]parser.Expr{k, x, score, str(""), str("top")}, g...)
 		return t.internalCall(internalPrefix+"topk_range", args...), true, nil
 	}
@@ -508,7 +532,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 			}
 			remaining = s.S
 		}
-		scoreArgs := parser.Expressions{t.wholeRange(x)}
+		scoreArgs := parser.Expressions{t.wholeRange(t.carryName(x))}
 		if rs.score == "range_quantile" {
 			scoreArgs = parser.Expressions{num(0.5), scoreArgs[0]}
 		}
@@ -520,7 +544,8 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		if err != nil {
 			return nil, true, err
 		}
-		args := append([]parser.Expr{k, x, t.internalCall(rs.score, scoreArgs...), str(remaining), str(dir)}, g...)
+		score := t.internalCall(internalPrefix+"name_back", t.internalCall(rs.score, scoreArgs...))
+		args := append([]parser.Expr{k, x, score, str(remaining), str(dir)}, g...)
 		return t.internalCall(internalPrefix+"topk_range", args...), true, nil
 	}
 	agg, ok := mqlAggregates[name]
@@ -820,4 +845,10 @@ func (t *translator) leBuckets(x parser.Expr) parser.Expr {
 func vmrangeBuckets(e metricsql.Expr) bool {
 	s := string(e.AppendString(nil))
 	return (strings.Contains(s, "histogram_over_time(") || strings.Contains(s, "vmrange")) && !strings.Contains(s, "prometheus_buckets(")
+}
+
+// carryName moves the metric name of x's series to keptNameLabel, where
+// it passes through range-vector functions (name_back moves it back).
+func (t *translator) carryName(x parser.Expr) parser.Expr {
+	return t.internalCall("label_move", x, str(labels.MetricName), str(keptNameLabel))
 }

@@ -131,7 +131,7 @@ func TestTranslate(t *testing.T) {
 	f(`mode(a) without (x)`, 0, `metricsql_mode(a, "without", "x")`)
 	f(`quantiles("q", 0.1, 0.9, a)`, 0, `union(label_set(quantile(0.1, a), "q", "0.1"), label_set(quantile(0.9, a), "q", "0.9"))`)
 	f(`topk_max(2, a, "o=rest") by (x)`, time.Minute,
-		`metricsql_topk_range(2, a, range_max((a)[6m:1m] @ 1772366400.000), "o=rest", "top", "by", "x")`)
+		`metricsql_topk_range(2, a, metricsql_name_back(range_max((label_move(a, "__name__", "__metricsql_name__"))[6m:1m] @ 1772366400.000)), "o=rest", "top", "by", "x")`)
 	f(`sum(a, b)`, 0, `sum(union(a, b))`)
 	f(`sum(a) by (x) limit 2`, 0, `metricsql_limit(2, sum by (x) (a))`)
 	// MetricsQL syntax.
