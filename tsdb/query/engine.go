@@ -245,6 +245,9 @@ func (e *Engine) translate(ctx context.Context, qs string, start, end time.Time,
 	if err != nil {
 		return nil, err
 	}
+	if t.nestedRange != "" {
+		return nil, badData("%s: a function over the whole range (range_*, running_*, default, histogram, topk_max...) over an argument with another one, or with a subquery pinned with @, is answered at an instant only; write it as an instant query or split it", t.nestedRange)
+	}
 	// keep_metric_names repeats its expression once per metric name: the
 	// PromQL the engine parses is bounded like the query.
 	if ops := countOperators(pe); ops > maxOperators {

@@ -61,7 +61,7 @@ avg bottomk count count_values group max min quantile stddev stdvar sum topk`)
 
 // leftOut are refused, and why (the README lists them).
 var leftOut = map[string]string{
-	"buckets_limit":    "histogram buckets, which Peakline never records",
+	"buckets_limit":    "it thins histogram buckets by their hits over the range: over VictoriaMetrics' buckets that nests functions of the whole range, which the engine evaluates over a shifted window",
 	"rand":             "random numbers no comparison can hold to VictoriaMetrics'",
 	"rand_exponential": "random numbers no comparison can hold to VictoriaMetrics'",
 	"rand_normal":      "random numbers no comparison can hold to VictoriaMetrics'",

@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -46,6 +47,15 @@ func TestTransformValues(t *testing.T) {
 	f(`topk_max(1, b, "rest")`, time.Minute, `{__name__="b", counter="4", job_id="2"} 92 110 8 26 44 62 | {rest="rest"} 61 73 5 17 29 41`)
 	f(`b{job_id="1"} default 0`, 0, `{__name__="b", counter="3", job_id="1"} 41`)
 	f(`nothing default 7`, 0, `{} 7`)
+	// Functions of the whole range over one another answer at an
+	// instant; over a range they are refused (the engine would shift the
+	// inner one's window).
+	f(`running_sum(range_max(b{job_id="1"}))`, 0, `{counter="3", job_id="1"} 41`)
+	_, err := e.Range(context.Background(), `running_sum(b default 0)`, testBase.Add(-5*time.Minute), testBase, time.Minute)
+	var qe *query.Error
+	if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), "whole range") {
+		t.Fatalf("nested functions of the whole range: %v", err)
+	}
 }
 
 // render prints a result as "labels v v v | labels v ..." with values

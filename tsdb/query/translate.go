@@ -90,6 +90,9 @@ type translator struct {
 	// rewrites over different selectors multiply them.
 	branches int
 	nowMs    int64 // the value of now(), ms
+	// nestedRange is an argument of a whole-range function that holds
+	// a subquery pinned with @, in a range query (see wholeRange).
+	nestedRange string
 	// sqStep is the step of the innermost subquery whose expression is
 	// being translated, 0 outside subqueries: a rollup there is evaluated
 	// at the subquery's steps (see widen).

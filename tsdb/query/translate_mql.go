@@ -46,7 +46,15 @@ var regexpArg = map[string]int{"label_match": 2, "label_mismatch": 2, "label_tra
 // The subquery's grid is the engine's, aligned to multiples of the step:
 // for a range whose start is not a multiple of the step (Grafana and
 // VictoriaMetrics align it) the points fall between the query's steps.
+//
+// The engine evaluates a subquery pinned with @ inside another one over
+// a shifted window in a range query, so a range transform (or default,
+// histogram... whatever sees the whole range) over an argument that
+// already holds one is refused (see nestedRange).
 func (t *translator) wholeRange(inner parser.Expr) *parser.SubqueryExpr {
+	if t.stepMs > 0 && t.nestedRange == "" && pinnedWithin(inner) {
+		t.nestedRange = inner.String()
+	}
 	stepMs, lastMs, rangeMs := int64(1), t.endMs, int64(1)
 	if t.stepMs > 0 {
 		stepMs = t.stepMs
@@ -851,4 +859,16 @@ func vmrangeBuckets(e metricsql.Expr) bool {
 // it passes through range-vector functions (name_back moves it back).
 func (t *translator) carryName(x parser.Expr) parser.Expr {
 	return t.internalCall("label_move", x, str(labels.MetricName), str(keptNameLabel))
+}
+
+// pinnedWithin reports whether e holds a subquery pinned with @.
+func pinnedWithin(e parser.Expr) bool {
+	found := false
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if sq, ok := n.(*parser.SubqueryExpr); ok && (sq.Timestamp != nil || sq.StartOrEnd != 0) {
+			found = true
+		}
+		return nil
+	})
+	return found
 }
