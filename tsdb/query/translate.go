@@ -42,8 +42,9 @@ const maxKeepNames = 100
 //     rollupCall);
 //   - MetricsQL's functions, aggregations and operators the engine
 //     lacks become calls of functions registered with the engine, and
-//     or-delimited filters, union, default, if, ifnot, limit and prefix
-//     are rewritten (translate_mql.go).
+//     or-delimited filters, union, default, if, ifnot, limit, prefix,
+//     fill, offset and @ on expressions and keep_metric_names where no
+//     selector feeds it are rewritten (translate_mql.go).
 //
 // Where Peakline still answers otherwise than VictoriaMetrics:
 //
@@ -70,7 +71,8 @@ const maxKeepNames = 100
 //     and last_over_time.
 //
 // What is left (the functions README's MetricsQL table leaves out, fill
-// modifiers) is refused with ErrBadData naming it.
+// modifiers on group_left/group_right, functions of the whole range over
+// one another in a range query) is refused with ErrBadData naming it.
 type translator struct {
 	ctx     context.Context
 	startMs int64
