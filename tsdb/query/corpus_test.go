@@ -43,12 +43,15 @@ func parserCorpus(t testing.TB) []string {
 }
 
 // corpusEngine is an engine over a small real store whose series carry
-// the names and labels the corpus uses most.
+// the names and labels the corpus and the comparison cases use most.
 func corpusEngine(t testing.TB) *query.Engine {
 	store := openStore(t, testBase,
 		labels.FromStrings("__name__", "foo", "bar", "baz", "job_id", "1"),
 		labels.FromStrings("__name__", "bar", "foo", "x", "job_id", "2"),
 		labels.FromStrings("__name__", "x", "le", "1", "y", "z"),
+		labels.FromStrings("__name__", "peakline_cpu_percent", "job_id", "vm1", "counter", "1", "task_uuid", "u-1", "task", "t"),
+		labels.FromStrings("__name__", "peakline_memory_bytes", "job_id", "vm1", "counter", "1", "task_uuid", "u-1", "task", "t"),
+		labels.FromStrings("__name__", "peakline_test_requests_total", "job_id", "vm1", "code", "500"),
 	)
 	return query.New(store.Queryable(), query.Options{Timeout: 5 * time.Second})
 }
@@ -94,11 +97,17 @@ func TestParserCorpus(t *testing.T) {
 	}
 }
 
-// FuzzMetricsQL mutates the parser tests' expressions; go test runs the
-// seeds, `go test -fuzz FuzzMetricsQL ./tsdb/query/` explores.
+// FuzzMetricsQL mutates the parser tests' expressions and the queries
+// compared with VictoriaMetrics; go test runs the seeds,
+// `go test -fuzz FuzzMetricsQL ./tsdb/query/` explores.
 func FuzzMetricsQL(f *testing.F) {
 	for _, q := range parserCorpus(f) {
 		f.Add(q)
+	}
+	for _, cs := range [][]vmCase{transformCases, aggregateCases, syntaxCases} {
+		for _, c := range cs {
+			f.Add(c.query)
+		}
 	}
 	e := corpusEngine(f)
 	f.Fuzz(func(t *testing.T, q string) {
