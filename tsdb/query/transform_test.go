@@ -58,6 +58,33 @@ func TestTransformValues(t *testing.T) {
 	}
 }
 
+// The whole range a range transform reads counts in --query-max-points
+// like any subquery: 5m at 1s is 301 steps, and each function of the
+// whole range adds them again.
+func TestRangeTransformPoints(t *testing.T) {
+	store := openStore(t, testBase, testSeries()...)
+	f := func(maxPoints int, q string, ok bool) {
+		t.Helper()
+		e := query.New(store.Queryable(), query.Options{MaxPoints: maxPoints})
+		res, err := e.Range(context.Background(), q, testBase.Add(-5*time.Minute), testBase, time.Second)
+		if ok {
+			if err != nil {
+				t.Fatalf("%s within %d points: %v", q, maxPoints, err)
+			}
+			res.Close()
+			return
+		}
+		var qe *query.Error
+		if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), "--query-max-points") {
+			t.Fatalf("%s over %d points: %v, want bad_data naming the limit", q, maxPoints, err)
+		}
+	}
+	f(301, `running_sum(b)`, true)
+	f(300, `running_sum(b)`, false)
+	f(602, `topk_max(1, b) + running_sum(b)`, true)
+	f(601, `topk_max(1, b) + running_sum(b)`, false)
+}
+
 // render prints a result as "labels v v v | labels v ..." with values
 // rounded to three decimals.
 func render(t *testing.T, e *query.Engine, q string, step time.Duration) string {
