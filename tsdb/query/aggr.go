@@ -151,7 +151,7 @@ func aggregations() []extension {
 		{fnDef(internalPrefix+"outliers_iqr", -1, vec, txt), perSeries(0, outliersIQR)},
 		{fnDef(internalPrefix+"median_dist2", -1, vec, txt), perSeries(0, medianDist2)},
 		{fnDef(internalPrefix+"topk_range", -1, scl, vec, vec, txt), topkRange},
-		{fnDef(internalPrefix+"limit", 0, scl, vec), limitGroups},
+		{fnDef(internalPrefix+"limit", -1, scl, vec, txt), limitGroups},
 	}
 }
 
@@ -348,10 +348,18 @@ func topkRange(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, e
 	return enh.Out, nil
 }
 
-// limitGroups answers the first n series in the order of their labels:
-// the limit modifier of an aggregation whose series are its groups.
-func limitGroups(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
-	in := slices.Clone(vals[1])
-	slices.SortFunc(in, func(a, b promql.Sample) int { return labels.Compare(a.Metric, b.Metric) })
-	return append(enh.Out, in[:intK(scalarArg(vals, 0), len(in))]...), nil
+// limitGroups answers the series of the first n groups (args[1],
+// grouped by args[2:] as the aggregation grouped its input), in the
+// order of their labels: the limit modifier of an aggregation.
+func limitGroups(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
+	keys, groups := groupingArgs(args, 2).group(vals[1])
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return labels.Compare(keys[a], keys[b]) })
+	for _, i := range order[:intK(scalarArg(vals, 0), len(order))] {
+		enh.Out = append(enh.Out, groups[i]...)
+	}
+	return enh.Out, nil
 }

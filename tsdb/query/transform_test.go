@@ -47,6 +47,8 @@ func TestTransformValues(t *testing.T) {
 	f(`topk_max(1, b, "rest")`, time.Minute, `{__name__="b", counter="4", job_id="2"} 92 110 8 26 44 62 | {rest="rest"} 61 73 5 17 29 41`)
 	f(`b{job_id="1"} default 0`, 0, `{__name__="b", counter="3", job_id="1"} 41`)
 	f(`nothing default 7`, 0, `{} 7`)
+	f(`sum(b) by (job_id) limit 1`, 0, `{job_id="1"} 41`)
+	f(`share(b) by (job_id) limit 1`, 0, `{__name__="b", counter="3", job_id="1"} 1`)
 	// Functions of the whole range over one another answer at an
 	// instant; over a range they are refused (the engine would shift the
 	// inner one's window).

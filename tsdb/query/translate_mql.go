@@ -590,16 +590,17 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 	return out, true, nil
 }
 
-// limitGroupsOf applies an aggregation's limit modifier.
+// limitGroupsOf applies an aggregation's limit modifier: at most that
+// many groups of its answer (VictoriaMetrics keeps the first it meets).
 func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) (parser.Expr, error) {
 	if ae.Limit <= 0 {
 		return out, nil
 	}
-	name := strings.ToLower(ae.Name)
-	if a, ok := mqlAggregates[name]; (ok && a.keepOriginal) || rangeScore[name].score != "" || name == "topk" || name == "bottomk" || name == "outliersk" {
-		return nil, badData("%s: the limit modifier is supported on aggregations answering one series per group", ae.AppendString(nil))
+	g, err := groupingStrings(ae)
+	if err != nil {
+		return nil, err
 	}
-	return t.internalCall(internalPrefix+"limit", num(float64(ae.Limit)), out), nil
+	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out}, g...)...), nil
 }
 
 // setOperand wraps a scalar operand of and/or/unless/default/if/ifnot

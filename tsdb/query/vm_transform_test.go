@@ -145,6 +145,8 @@ var syntaxCases = []vmCase{
 	{query: cpuGaps + ` ifnot ` + cpuGaps + ` > 50`},
 	{query: cpuGaps + ` if 1`},
 	{query: `sum(` + cpu2m + `) by (job_id) limit 5`},
+	{query: `topk_max(1, ` + cpu2m + `) by (job_id) limit 5`},
+	{query: `share(` + cpu2m + `) by (job_id) limit 2`},
 	{query: `last_over_time({__name__="peakline_pids" or task="restart service"}[2m])`},
 	{query: `count_over_time({job_id="vm2" or code="500"}[5m])`},
 	{query: cpu2m + ` * on(job_id, counter) group_left(task_uuid) prefix "mem_" ` + `label_del(last_over_time(peakline_memory_bytes[2m]), "task")`},
