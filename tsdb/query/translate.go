@@ -44,7 +44,8 @@ const maxKeepNames = 100
 //     lacks become calls of functions registered with the engine, and
 //     or-delimited filters, union, default, if, ifnot, limit, prefix,
 //     fill, offset and @ on expressions and keep_metric_names where no
-//     selector feeds it are rewritten (translate_mql.go).
+//     selector feeds it are rewritten (translate_mql.go,
+//     translate_syntax.go).
 //
 // Where Peakline still answers otherwise than VictoriaMetrics:
 //
