@@ -263,7 +263,7 @@ func (t *translator) shifted(re *metricsql.RollupExpr) (parser.Expr, error) {
 // keptNameLabel through the function or operation, which the engine
 // leaves alone, and get them back after it. As in VictoriaMetrics, the
 // names take part in matching the operands, unless on(...) names the
-// labels to match.
+// labels to match (then the left operand's names join the answer).
 func (t *translator) keepNamesByLabel(e metricsql.Expr) (parser.Expr, error) {
 	var (
 		out parser.Expr
@@ -296,9 +296,24 @@ func (t *translator) keepNamesByLabel(e metricsql.Expr) (parser.Expr, error) {
 			o.Args[i] = carry(a)
 		}
 	case *parser.BinaryExpr:
-		// Matching on(...) leaves the names out, as in VictoriaMetrics;
-		// its one-to-one answer keeps the on labels only, and so loses
-		// the names VictoriaMetrics keeps.
+		if vm := o.VectorMatching; vm != nil && vm.On && vm.Card == parser.CardOneToOne &&
+			o.LHS.Type() == parser.ValueTypeVector && o.RHS.Type() == parser.ValueTypeVector {
+			// Matching on(...) leaves the names out, as in
+			// VictoriaMetrics, and the engine answers the on labels
+			// only: the left operand's names join back on them.
+			names := []parser.Expr{carry(o.LHS)}
+			for _, l := range vm.MatchingLabels {
+				names = append(names, str(l))
+			}
+			names = append(names, str(keptNameLabel))
+			one := &parser.Call{Func: parser.Functions["clamp"], Args: parser.Expressions{t.internalCall("label_keep", names...), num(1), num(1)}}
+			out = &parser.BinaryExpr{Op: parser.MUL, LHS: paren(o), RHS: one, VectorMatching: &parser.VectorMatching{
+				Card: parser.CardManyToOne, On: true, MatchingLabels: vm.MatchingLabels, Include: []string{keptNameLabel},
+			}}
+			break
+		}
+		// Matching on the other labels takes the names in, as in
+		// VictoriaMetrics.
 		o.LHS, o.RHS = carry(o.LHS), carry(o.RHS)
 	default:
 		return out, nil

@@ -150,6 +150,8 @@ func TestTranslate(t *testing.T) {
 	f(`group_left{x="1"}`, 0, `{__name__="group_left",x="1"}`)
 	f(`a + fill_right(0) b`, 0, `(a + b) or ((a unless b) + clamp((a unless b), 0, 0))`)
 	f(`(sum(a) + 1) keep_metric_names`, 0, `metricsql_name_back(label_move(sum(a), "__name__", "__metricsql_name__") + 1)`)
+	f(`(rate(a[1m]) / on(x) b) keep_metric_names`, 0,
+		`metricsql_name_back((rate(a[1m]) / on (x) b) * on (x) group_left (__metricsql_name__) clamp(label_keep(label_move(rate(a[1m]), "__name__", "__metricsql_name__"), "x", "__metricsql_name__"), 1, 1))`)
 	f(`sum(a) offset 5m`, 0, `last_over_time((sum(a))[5m:5m] offset 5m)`)
 	f(`sum(a) offset 90s`, time.Minute, `last_over_time((sum(a))[1m:1m] offset 1m30s)`)
 	f(`sum(a) @ (end() - 1m)`, time.Minute, `last_over_time((sum(a))[1m:1m] @ 1772366340.000)`)

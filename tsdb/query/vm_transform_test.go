@@ -154,6 +154,8 @@ var syntaxCases = []vmCase{
 	{query: `(` + cpu2m + ` + 1) keep_metric_names`},
 	{query: `(` + u1 + ` * on(task_uuid) group_left() ` + `last_over_time(peakline_pids{task_uuid="u-1"}[2m])) keep_metric_names`},
 	{query: `abs(` + cpu2m + ` - 100) keep_metric_names`},
+	{query: `(last_over_time(peakline_memory_bytes[2m]) / on(task_uuid) last_over_time(peakline_pids[2m])) keep_metric_names`},
+	{query: `(last_over_time(peakline_memory_bytes[2m]) > bool on(task_uuid) last_over_time(peakline_pids[2m])) keep_metric_names`},
 	{query: `sum(` + cpu2m + `) by (job_id) offset 5m`},
 	{query: `(` + cpuGaps + ` * 2) offset 90s`},
 	{query: `sum(` + cpu2m + `) by (job_id) @ end()`},
