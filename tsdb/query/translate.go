@@ -413,9 +413,11 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		args = append(args, pe)
 	}
 	var out parser.Expr = &parser.Call{Func: fn, Args: args}
-	if numbers > 0 && series == 0 && !extended[name] && fn.ReturnType == parser.ValueTypeVector && !strings.HasPrefix(name, "absent") {
+	if numbers > 0 && series == 0 && !extended[name] && fn.ReturnType == parser.ValueTypeVector && !strings.HasPrefix(name, "absent") &&
+		!slices.Contains(fn.ArgTypes, parser.ValueTypeString) {
 		// A function of numbers alone is a number, which MetricsQL
-		// applies to every series of the other operand.
+		// applies to every series of the other operand (label_replace
+		// and label_join of a number answer a series with labels).
 		out = &parser.Call{Func: parser.Functions["scalar"], Args: parser.Expressions{out}}
 	}
 	return out, nil

@@ -125,6 +125,7 @@ func TestTranslate(t *testing.T) {
 		`metricsql_name_back(range_quantile(0.9, (label_move(a, "__name__", "__metricsql_name__"))[6m:1m] @ 1772366400.000))`)
 	f(`running_sum(sum(a))`, 2*time.Minute, `running_sum((sum(a))[6m:2m] @ 1772366340.000)`)
 	f(`clamp_min(400, 0) * a`, 0, `scalar(clamp_min(vector(400), 0)) * a`)
+	f(`label_replace(1, "x", "y", "", "")`, 0, `label_replace(vector(1), "x", "y", "", "")`)
 	f(`now()`, 0, `1772366460`)
 	// MetricsQL aggregations.
 	f(`median(a) by (x)`, 0, `quantile by (x) (0.5, a)`)
