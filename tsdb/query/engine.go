@@ -9,9 +9,11 @@
 // what a lookup or query returns is copied out of the querier's memory.
 //
 // It owns no storage and speaks no HTTP: the store lives in package tsdb,
-// the Prometheus-compatible HTTP API in package server. The Prometheus
-// engine evaluates everything: MetricsQL's functions that PromQL lacks
-// are registered with its function tables (rollup.go).
+// the Prometheus-compatible HTTP API in package server. It leaves
+// evaluation to the Prometheus engine: MetricsQL's functions and
+// aggregations the engine lacks are registered with its function tables
+// (rollup.go; transform.go, transform_range.go, aggr.go) and MetricsQL's
+// syntax is rewritten into what the engine runs (translate.go).
 package query
 
 import (
@@ -86,6 +88,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the engine's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Now is the clock MetricsQL's now() reads (default time.Now).
+	Now func() time.Time
 }
 
 // Defaults of Options.
@@ -121,6 +125,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -222,13 +229,13 @@ func (e *Engine) translate(ctx context.Context, qs string, start, end time.Time,
 	}
 	t := &translator{
 		ctx:           ctx,
-		query:         qs,
 		startMs:       start.UnixMilli(),
 		endMs:         end.UnixMilli(),
 		stepMs:        step.Milliseconds(),
 		unitMs:        step.Milliseconds(),
 		defaultWindow: step,
 		names:         e.metricNames,
+		nowMs:         e.opts.Now().UnixMilli(),
 	}
 	if step == 0 {
 		t.defaultWindow = e.opts.DefaultWindow
@@ -237,6 +244,9 @@ func (e *Engine) translate(ctx context.Context, qs string, start, end time.Time,
 	pe, err := t.expr(expr)
 	if err != nil {
 		return nil, err
+	}
+	if t.nestedRange != "" {
+		return nil, badData("%s: a function over the whole range (range_*, running_*, default, histogram, topk_max...) over an argument with another one, or with a subquery pinned with @, is answered at an instant only; write it as an instant query or split it", t.nestedRange)
 	}
 	// keep_metric_names repeats its expression once per metric name: the
 	// PromQL the engine parses is bounded like the query.

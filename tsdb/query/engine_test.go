@@ -85,7 +85,7 @@ func TestEvalErrors(t *testing.T) {
 	f(query.Options{}, bg, `sum(`, query.ErrBadData, "parse")
 	f(query.Options{}, bg, `a[5m]`, query.ErrBadData, "range vector")
 	f(query.Options{}, bg, `rate(a)[1m] + 1`, query.ErrBadData, "")
-	f(query.Options{}, bg, `range_median(a)`, query.ErrBadData, `"range_median" (MetricsQL expands it to range_quantile)`)
+	f(query.Options{}, bg, `rand_normal()`, query.ErrBadData, `"rand_normal"`)
 	f(query.Options{}, bg, `{job_id="1"} * on(job_id) b`, query.ErrExecution, "multiple matches for labels")
 	f(query.Options{}, bg, `{__name__=~"a|b"} * 2`, query.ErrExecution, "same labelset")
 	f(query.Options{MaxSamples: 5}, bg, `b`, query.ErrExecution, "too many samples")

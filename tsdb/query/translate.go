@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -40,7 +39,13 @@ const maxKeepNames = 100
 //     semantics; those that answer a series per statistic (rollup,
 //     rollup_*, quantiles_over_time, aggr_over_time) become one call per
 //     statistic, labelled with label_replace and joined with or (see
-//     rollupCall).
+//     rollupCall);
+//   - MetricsQL's functions, aggregations and operators the engine
+//     lacks become calls of functions registered with the engine, and
+//     or-delimited filters, union, default, if, ifnot, limit, prefix,
+//     fill, offset and @ on expressions and keep_metric_names where no
+//     selector feeds it are rewritten (translate_mql.go,
+//     translate_syntax.go).
 //
 // Where Peakline still answers otherwise than VictoriaMetrics:
 //
@@ -66,12 +71,11 @@ const maxKeepNames = 100
 //     Peakline drops it as Prometheus does, except for first_over_time
 //     and last_over_time.
 //
-// Whatever the Prometheus engine cannot run (MetricsQL-only functions,
-// aggregations and operators, or-filters, limit, prefix and fill
-// modifiers) is refused with ErrBadData naming it.
+// What is left (the functions README's MetricsQL table leaves out, fill
+// modifiers on group_left/group_right, functions of the whole range over
+// one another in a range query) is refused with ErrBadData naming it.
 type translator struct {
 	ctx     context.Context
-	query   string // as the user wrote it, for error messages
 	startMs int64
 	endMs   int64
 	stepMs  int64 // 0 for an instant query
@@ -88,6 +92,10 @@ type translator struct {
 	// branches counts the keep_metric_names branches built so far: nested
 	// rewrites over different selectors multiply them.
 	branches int
+	nowMs    int64 // the value of now(), ms
+	// nestedRange is an argument of a whole-range function that holds
+	// a subquery pinned with @, in a range query (see wholeRange).
+	nestedRange string
 	// sqStep is the step of the innermost subquery whose expression is
 	// being translated, 0 outside subqueries: a rollup there is evaluated
 	// at the subquery's steps (see widen).
@@ -103,6 +111,9 @@ func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
 	case *metricsql.DurationExpr:
 		return &parser.NumberLiteral{Val: float64(e.Duration(t.unitMs)) / 1000}, nil
 	case *metricsql.MetricExpr:
+		if len(e.LabelFilterss) > 1 {
+			return t.orSelectors(e, nil)
+		}
 		return t.selector(e)
 	case *metricsql.RollupExpr:
 		return t.rollup(e)
@@ -144,10 +155,21 @@ func (t *translator) selector(me *metricsql.MetricExpr) (*parser.VectorSelector,
 			nameMatchers = append(nameMatchers, m)
 		}
 	}
-	if len(nameMatchers) == 1 && nameMatchers[0].Type == labels.MatchEqual && model.LegacyValidation.IsValidMetricName(nameMatchers[0].Value) {
+	if len(nameMatchers) == 1 && nameMatchers[0].Type == labels.MatchEqual && bareName(nameMatchers[0].Value) {
 		vs.Name = nameMatchers[0].Value
 	}
 	return vs, nil
+}
+
+// bareName reports whether PromQL reads name alone as a selector of that
+// metric: a valid name that is no keyword (`group_left`, `bool`, `sum`).
+func bareName(name string) bool {
+	if !model.LegacyValidation.IsValidMetricName(name) {
+		return false
+	}
+	pe, err := parser.NewParser(parser.Options{}).ParseExpr(name)
+	vs, ok := pe.(*parser.VectorSelector)
+	return err == nil && ok && vs.Name == name
 }
 
 // matchers converts MetricsQL label filters to Prometheus matchers.
@@ -184,6 +206,8 @@ func (t *translator) rollup(re *metricsql.RollupExpr) (parser.Expr, error) {
 	case re.Window != nil:
 		// MetricsQL reads `sum(x)[5m]` as a subquery at the query step.
 		return t.subquery(re, t.duration(re.Window), t.implicitStep())
+	case isSelector && len(me.LabelFilterss) > 1:
+		return t.orSelectors(me, re)
 	case isSelector:
 		vs, err := t.selector(me)
 		if err != nil {
@@ -191,7 +215,7 @@ func (t *translator) rollup(re *metricsql.RollupExpr) (parser.Expr, error) {
 		}
 		return vs, t.modifiers(re, &vs.OriginalOffset, &vs.Timestamp, &vs.StartOrEnd)
 	}
-	return nil, badData("%s: offset and @ apply to selectors and subqueries only in PromQL; move them onto the selectors", re.AppendString(nil))
+	return t.shifted(re)
 }
 
 // matrixArg translates an argument where PromQL wants a range vector.
@@ -268,12 +292,53 @@ func (t *translator) modifiers(re *metricsql.RollupExpr, offset *time.Duration, 
 		case "end":
 			*startOrEnd = parser.END
 		default:
-			return badData("%s: @ takes a unix time, start() or end()", re.AppendString(nil))
+			return t.atNumber(re, at)
 		}
 	default:
-		return badData("%s: @ takes a unix time, start() or end()", re.AppendString(nil))
+		return t.atNumber(re, at)
 	}
 	return nil
+}
+
+// atNumber resolves an @ written as an expression of numbers, start()
+// and end() (`@ (end() - 5m)`).
+func (t *translator) atNumber(re *metricsql.RollupExpr, at **int64) error {
+	pe, err := t.expr(re.At)
+	if err == nil {
+		if v, ok := constant(pe); ok && !math.IsNaN(v) && !math.IsInf(v, 0) && math.Abs(v) < 1e15 {
+			ms := int64(math.Round(v * 1000))
+			*at = &ms
+			return nil
+		}
+	}
+	return badData("%s: @ takes a unix time, start(), end() or arithmetic of them", re.AppendString(nil))
+}
+
+// constant evaluates a PromQL expression of number literals.
+func constant(pe parser.Expr) (float64, bool) {
+	switch e := pe.(type) {
+	case *parser.NumberLiteral:
+		return e.Val, true
+	case *parser.ParenExpr:
+		return constant(e.Expr)
+	case *parser.BinaryExpr:
+		l, okl := constant(e.LHS)
+		r, okr := constant(e.RHS)
+		if !okl || !okr {
+			return 0, false
+		}
+		switch e.Op {
+		case parser.ADD:
+			return l + r, true
+		case parser.SUB:
+			return l - r, true
+		case parser.MUL:
+			return l * r, true
+		case parser.DIV:
+			return l / r, true
+		}
+	}
+	return 0, false
 }
 
 // duration resolves a MetricsQL duration (which may be in steps, `1i`).
@@ -293,30 +358,20 @@ func (t *translator) implicitStep() time.Duration {
 // unsupported refuses a function the engine cannot run, naming it as the
 // user wrote it.
 func (t *translator) unsupported(name string) error {
-	what := fmt.Sprintf("function %q", name)
-	if re, ok := templateOf[name]; ok {
-		if m := re.FindString(t.query); m != "" {
-			tmpl := strings.TrimRight(strings.TrimSuffix(strings.TrimSpace(m), "("), " \t")
-			what = fmt.Sprintf("function %q (MetricsQL expands it to %s)", tmpl, name)
-		}
-	}
-	return &Error{Type: ErrBadData, Err: fmt.Errorf("%s: %w", what, ErrUnsupportedFunction)}
-}
-
-// templateOf names the built-in MetricsQL templates whose expansion uses
-// a function PromQL lacks, so that errors name what the user wrote.
-var templateOf = map[string]*regexp.Regexp{
-	"range_quantile":     regexp.MustCompile(`(?i)\brange_median\s*\(`),
-	"label_set":          regexp.MustCompile(`(?i)\balias\s*\(`),
-	"smooth_exponential": regexp.MustCompile(`(?i)\bttf\s*\(`),
+	return &Error{Type: ErrBadData, Err: fmt.Errorf("function %q: %w", name, ErrUnsupportedFunction)}
 }
 
 // call translates a function call.
 func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 	name := strings.ToLower(fe.Name)
+	if out, ok, err := t.mqlCall(fe, name); ok {
+		return out, err
+	}
 	switch {
-	case name == "":
-		return nil, badData("%s: unions of series lists are MetricsQL-only; join them with the or operator instead", fe.AppendString(nil))
+	case name == "timezone_offset":
+		if err := checkTimezone(fe); err != nil {
+			return nil, err
+		}
 	case len(fe.Args) == 0 && name == "start":
 		return &parser.NumberLiteral{Val: float64(t.startMs) / 1000}, nil
 	case len(fe.Args) == 0 && name == "end":
@@ -332,6 +387,7 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		return nil, t.unsupported(name)
 	}
 	args := make(parser.Expressions, 0, len(fe.Args))
+	numbers, series := 0, 0
 	for i, a := range fe.Args {
 		var (
 			pe  parser.Expr
@@ -345,9 +401,26 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		if err != nil {
 			return nil, err
 		}
+		switch typ := argType(fn, i); {
+		case typ == parser.ValueTypeVector && pe.Type() == parser.ValueTypeScalar:
+			// MetricsQL reads a number where series go as a series
+			// without labels (`clamp_min(400, 0)`).
+			pe = &parser.Call{Func: parser.Functions["vector"], Args: parser.Expressions{pe}}
+			numbers++
+		case typ == parser.ValueTypeVector || typ == parser.ValueTypeMatrix:
+			series++
+		}
 		args = append(args, pe)
 	}
-	return &parser.Call{Func: fn, Args: args}, nil
+	var out parser.Expr = &parser.Call{Func: fn, Args: args}
+	if numbers > 0 && series == 0 && !extended[name] && fn.ReturnType == parser.ValueTypeVector && !strings.HasPrefix(name, "absent") &&
+		!slices.Contains(fn.ArgTypes, parser.ValueTypeString) {
+		// A function of numbers alone is a number, which MetricsQL
+		// applies to every series of the other operand (label_replace
+		// and label_join of a number answer a series with labels).
+		out = &parser.Call{Func: parser.Functions["scalar"], Args: parser.Expressions{out}}
+	}
+	return out, nil
 }
 
 // argType is the type PromQL wants for argument i of fn.
@@ -378,16 +451,27 @@ var aggregators = map[string]parser.ItemType{
 
 // aggregate translates an aggregation.
 func (t *translator) aggregate(ae *metricsql.AggrFuncExpr) (parser.Expr, error) {
-	op, ok := aggregators[strings.ToLower(ae.Name)]
-	if !ok {
-		return nil, t.unsupported(strings.ToLower(ae.Name))
+	name := strings.ToLower(ae.Name)
+	if out, ok, err := t.mqlAggregate(ae, name); ok {
+		if err != nil {
+			return nil, err
+		}
+		return t.limitGroupsOf(ae, out)
 	}
-	if ae.Limit > 0 {
-		return nil, badData("%s: the limit modifier is MetricsQL-only; use topk or bottomk", ae.AppendString(nil))
+	op, ok := aggregators[name]
+	if !ok {
+		return nil, t.unsupported(name)
 	}
 	want := 1
 	if op.IsAggregatorWithParam() {
 		want = 2
+	}
+	if len(ae.Args) > want && !op.IsAggregatorWithParam() {
+		// MetricsQL aggregates the union of several arguments.
+		u := &metricsql.FuncExpr{Name: "union", Args: ae.Args}
+		one := *ae
+		one.Args = []metricsql.Expr{u}
+		ae = &one
 	}
 	if len(ae.Args) != want {
 		return nil, badData("%s: %s takes %d argument(s), got %d", ae.AppendString(nil), ae.Name, want, len(ae.Args))
@@ -412,7 +496,7 @@ func (t *translator) aggregate(ae *metricsql.AggrFuncExpr) (parser.Expr, error) 
 	default:
 		return nil, badData("%s: unknown grouping modifier %q", ae.AppendString(nil), ae.Modifier.Op)
 	}
-	return out, nil
+	return t.limitGroupsOf(ae, out)
 }
 
 var binaryOps = map[string]parser.ItemType{
@@ -424,15 +508,12 @@ var binaryOps = map[string]parser.ItemType{
 
 // binary translates a binary operation with its matching modifiers.
 func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
+	if out, ok, err := t.mqlBinary(be, strings.ToLower(be.Op)); ok {
+		return out, err
+	}
 	op, ok := binaryOps[strings.ToLower(be.Op)]
 	if !ok {
 		return nil, badData("%s: the %s operator is MetricsQL-only", be.AppendString(nil), be.Op)
-	}
-	if be.JoinModifierPrefix != nil {
-		return nil, badData("%s: the prefix modifier is MetricsQL-only", be.AppendString(nil))
-	}
-	if be.FillLeft != nil || be.FillRight != nil {
-		return nil, badData("%s: fill modifiers are not supported", be.AppendString(nil))
 	}
 	lhs, err := t.expr(be.Left)
 	if err != nil {
@@ -442,7 +523,9 @@ func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &parser.BinaryExpr{Op: op, LHS: operand(lhs), RHS: operand(rhs), ReturnBool: be.Bool}
+	if op.IsSetOperator() {
+		lhs, rhs = setOperand(lhs), setOperand(rhs)
+	}
 	vm := &parser.VectorMatching{Card: parser.CardOneToOne}
 	if op.IsSetOperator() {
 		vm.Card = parser.CardManyToMany
@@ -462,13 +545,23 @@ func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
 	case "group_left":
 		vm.Card = parser.CardManyToOne
 		vm.Include = slices.Clone(be.JoinModifier.Args)
+		if be.JoinModifierPrefix != nil {
+			rhs, vm.Include = t.prefixed(be, rhs, vm.Include, vm)
+		}
 	case "group_right":
 		vm.Card = parser.CardOneToMany
 		vm.Include = slices.Clone(be.JoinModifier.Args)
+		if be.JoinModifierPrefix != nil {
+			lhs, vm.Include = t.prefixed(be, lhs, vm.Include, vm)
+		}
 	default:
 		return nil, badData("%s: unknown join modifier %q", be.AppendString(nil), be.JoinModifier.Op)
 	}
+	out := &parser.BinaryExpr{Op: op, LHS: operand(lhs), RHS: operand(rhs), ReturnBool: be.Bool}
 	out.VectorMatching = vm
+	if be.FillLeft != nil || be.FillRight != nil {
+		return t.filled(be, out)
+	}
 	return out, nil
 }
 
@@ -504,7 +597,7 @@ func paren(e parser.Expr) parser.Expr {
 func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, error)) (parser.Expr, error) {
 	src := keepSource(e)
 	if src == nil {
-		return nil, badData("%s: keep_metric_names needs a metric selector as the series argument (or left operand)", e.AppendString(nil))
+		return t.keepNamesByLabel(e)
 	}
 	var names []string
 	if name, ok := t.pinned[src]; ok {

@@ -47,7 +47,7 @@ func TestTranslate(t *testing.T) {
 		labels.FromStrings("__name__", "b", "job_id", "1"),
 		labels.FromStrings("__name__", "c", "job_id", "2"),
 	)
-	e := query.New(store.Queryable(), query.Options{})
+	e := query.New(store.Queryable(), query.Options{Now: func() time.Time { return testBase.Add(time.Minute) }})
 	ctx := context.Background()
 	start, end := testBase.Add(-5*time.Minute), testBase
 	f := func(q string, step time.Duration, want string) {
@@ -83,7 +83,7 @@ func TestTranslate(t *testing.T) {
 	f(`a * -2`, 0, `a * (-2)`)
 	f(`-a`, 0, `0 - a`)
 	f(`label_replace(a, "x", "$1", "job_id", "(.*)")`, 0, `label_replace(a, "x", "$1", "job_id", "(.*)")`)
-	f(`histogram_quantile(0.9, sum by (le) (rate(a[5m])))`, 0, `histogram_quantile(0.9, sum by (le) (rate(a[5m])))`)
+	f(`histogram_quantile(0.9, sum by (le) (rate(a[5m])))`, 0, `metricsql_drop_nan(histogram_quantile(0.9, sum by (le) (rate(a[5m]))))`)
 	f(`1+1`, 0, `2`)
 	f(`time() - 5m`, 0, `time() - 300`)
 	// MetricsQL: WITH templates.
@@ -113,6 +113,49 @@ func TestTranslate(t *testing.T) {
 	f(`abs(rate(a) keep_metric_names) keep_metric_names`, time.Minute,
 		`label_replace(abs(label_replace(rate(a[1m]), "__name__", "a", "", "")), "__name__", "a", "", "")`)
 	f(`rate(nothing_here[5m]) keep_metric_names`, 0, `rate(nothing_here[5m])`)
+	// MetricsQL transforms: step transforms are calls; range transforms
+	// see the whole range (5m at 1m: 6 steps, the last at end), pinned
+	// with @, their names kept in a label of their own where
+	// VictoriaMetrics keeps them.
+	f(`label_set(a, "x", "y")`, 0, `label_set(a, "x", "y")`)
+	f(`sort_by_label(a, "x")`, 0, `metricsql_sort_by_label(a, "x")`)
+	f(`range_max(a)`, time.Minute, `range_max((a)[6m:1m] @ 1772366400.000)`)
+	f(`range_max(a)`, 0, `range_max((a)[1ms:1ms] @ 1772366400.000)`)
+	f(`range_quantile(0.9, a)`, time.Minute,
+		`metricsql_name_back(range_quantile(0.9, (label_move(a, "__name__", "__metricsql_name__"))[6m:1m] @ 1772366400.000))`)
+	f(`running_sum(sum(a))`, 2*time.Minute, `running_sum((sum(a))[6m:2m] @ 1772366340.000)`)
+	f(`clamp_min(400, 0) * a`, 0, `scalar(clamp_min(vector(400), 0)) * a`)
+	f(`label_replace(1, "x", "y", "", "")`, 0, `label_replace(vector(1), "x", "y", "", "")`)
+	f(`now()`, 0, `1772366460`)
+	// MetricsQL aggregations.
+	f(`median(a) by (x)`, 0, `quantile by (x) (0.5, a)`)
+	f(`mode(a) without (x)`, 0, `metricsql_mode(a, "without", "x")`)
+	f(`quantiles("q", 0.1, 0.9, a)`, 0, `union(label_set(quantile(0.1, a), "q", "0.1"), label_set(quantile(0.9, a), "q", "0.9"))`)
+	f(`topk_max(2, a, "o=rest") by (x)`, time.Minute,
+		`metricsql_topk_range(2, a, metricsql_name_back(range_max((label_move(a, "__name__", "__metricsql_name__"))[6m:1m] @ 1772366400.000)), "o=rest", "top", "by", "x")`)
+	f(`sum(a, b)`, 0, `sum(union(a, b))`)
+	f(`sum(a) by (x) limit 2`, 0, `metricsql_limit(2, sum by (x) (a), "by", "x")`)
+	f(`topk(1, a) by (x) limit 2`, 0, `metricsql_limit(2, topk by (x) (1, a), "by", "x")`)
+	// MetricsQL syntax.
+	f(`a default 0`, time.Minute, `metricsql_default_scalar(a, last_over_time((a)[6m:1m] @ 1772366400.000), 0)`)
+	f(`a default on(x) b`, 0, `metricsql_default(a, last_over_time((a)[1ms:1ms] @ 1772366400.000), b, "on", "x")`)
+	f(`a if b`, 0, `a and b`)
+	f(`a ifnot on(x) b`, 0, `a unless on (x) b`)
+	f(`a if 1`, 0, `a and on () vector(1)`)
+	f(`a or 1`, 0, `a or vector(1)`)
+	f(`{job_id="1" or x="2"}`, 0, `union({job_id="1"}, {x="2"})`)
+	f(`rate({job_id="1" or x="2"}[1m] offset 1m)`, 0, `union(rate({job_id="1"}[1m] offset 1m), rate({x="2"}[1m] offset 1m))`)
+	f(`(a, b)`, 0, `union(a, b)`)
+	f(`a * on(x) group_left(y) prefix "p_" b`, 0, `a * on (x) group_left (p_y) label_move(b, "y", "p_y")`)
+	f(`a / ignoring(z) group_right(y) prefix "q_" b`, 0, `label_move(a, "y", "q_y") / ignoring (z, q_y) group_right (q_y) b`)
+	f(`group_left{x="1"}`, 0, `{__name__="group_left",x="1"}`)
+	f(`a + fill_right(0) b`, 0, `(a + b) or ((a unless b) + clamp((a unless b), 0, 0))`)
+	f(`(sum(a) + 1) keep_metric_names`, 0, `metricsql_name_back(label_move(sum(a), "__name__", "__metricsql_name__") + 1)`)
+	f(`(rate(a[1m]) / on(x) b) keep_metric_names`, 0,
+		`metricsql_name_back((rate(a[1m]) / on (x) b) * on (x) group_left (__metricsql_name__) clamp(label_keep(label_move(rate(a[1m]), "__name__", "__metricsql_name__"), "x", "__metricsql_name__"), 1, 1))`)
+	f(`sum(a) offset 5m`, 0, `last_over_time((sum(a))[5m:5m] offset 5m)`)
+	f(`sum(a) offset 90s`, time.Minute, `last_over_time((sum(a))[1m:1m] offset 1m30s)`)
+	f(`sum(a) @ (end() - 1m)`, time.Minute, `last_over_time((sum(a))[1m:1m] @ 1772366340.000)`)
 
 	// What the engine cannot run is bad_data naming it.
 	bad := func(q, want string) {
@@ -126,18 +169,14 @@ func TestTranslate(t *testing.T) {
 			t.Fatalf("%s: error %q does not mention %q", q, err, want)
 		}
 	}
-	bad(`range_median(a)`, `"range_median"`)
-	bad(`range_first(a)`, `"range_first"`)
-	bad(`median(a)`, `"median"`)
+	bad(`rand()`, `"rand"`)
 	bad(`stale_samples_over_time(a[5m])`, `"stale_samples_over_time"`)
-	bad(`a{job_id="1" or job_id="2"}`, `or-delimited`)
-	bad(`sum(a) limit 3`, `limit`)
-	bad(`(a, b)`, `unions`)
-	bad(`a default b`, `default`)
-	bad(`sum(a) offset 5m`, `offset`)
-	bad(`(sum(a) + 1) keep_metric_names`, `keep_metric_names`)
+	bad(`metricsql_mode(a, "")`, `"metricsql_mode"`)
+	bad(`label_match(a, "x", "(")`, `label_match`)
+	bad(`timezone_offset("Nowhere/Else")`, `timezone_offset`)
+	bad(`a @ (b + 1)`, `@`)
 	bad(`rate(`, `parse`)
-	if _, err := e.Translate(ctx, `range_median(a)`, start, end, 0); !errors.Is(err, query.ErrUnsupportedFunction) {
-		t.Fatalf("range_median: %v does not wrap ErrUnsupportedFunction", err)
+	if _, err := e.Translate(ctx, `rand()`, start, end, 0); !errors.Is(err, query.ErrUnsupportedFunction) {
+		t.Fatalf("rand: %v does not wrap ErrUnsupportedFunction", err)
 	}
 }

@@ -5,7 +5,7 @@
 // The dashboard reads Peakline's Prometheus-compatible API through a
 // Grafana Prometheus data source (see ../provisioning): a job picker over
 // job_id, CPU, memory and PID panels per task, a table of every task's
-// max and mean, task starts as annotations, and from any point a link to
+// max and mean and the time of its CPU and memory peaks, task starts as annotations, and from any point a link to
 // the AWX job-events search of its task.
 package main
 
@@ -189,7 +189,8 @@ type taskStat struct {
 }
 
 // taskStats are the max and mean of each resource per task over the
-// dashboard's time range.
+// dashboard's time range, and the time of the peak (MetricsQL's
+// tmax_over_time, in seconds; Grafana's date units read milliseconds).
 var taskStats = []taskStat{
 	{"A", "CPU max", `max_over_time(peakline_cpu_percent{job_id="$job"}[$__range])`, "percent"},
 	{"B", "CPU mean", `avg_over_time(peakline_cpu_percent{job_id="$job"}[$__range])`, "percent"},
@@ -197,14 +198,19 @@ var taskStats = []taskStat{
 	{"D", "Memory mean", `avg_over_time(peakline_memory_bytes{job_id="$job"}[$__range])`, "bytes"},
 	{"E", "PIDs max", `max_over_time(peakline_pids{job_id="$job"}[$__range])`, "none"},
 	{"F", "PIDs mean", `avg_over_time(peakline_pids{job_id="$job"}[$__range])`, "none"},
+	{"G", "CPU peak at", `tmax_over_time(peakline_cpu_percent{job_id="$job"}[$__range]) * 1000`, timeUnit},
+	{"H", "Memory peak at", `tmax_over_time(peakline_memory_bytes{job_id="$job"}[$__range]) * 1000`, timeUnit},
 }
+
+// timeUnit shows a unix time in milliseconds as a date and time.
+const timeUnit = "dateTimeAsIso"
 
 // tasksTable lists every task with the max and mean of each resource; its
 // counter links to the task's job events.
 func tasksTable() *table.PanelBuilder {
 	p := table.NewPanelBuilder().
 		Title("Tasks").
-		Description("Every task of the job in the time range, with the max and mean of each resource. Click a counter to open the task's job events in AWX.").
+		Description("Every task of the job in the time range, with the max and mean of each resource and when CPU and memory peaked. Click a counter to open the task's job events in AWX.").
 		Datasource(ds).
 		Span(24).
 		Height(10).
@@ -221,7 +227,11 @@ func tasksTable() *table.PanelBuilder {
 			Instant())
 		renames["Value #"+s.refID] = s.column
 		order["Value #"+s.refID] = 2 + i
-		p.OverrideByName(s.column, []dashboard.DynamicConfigValue{{Id: "unit", Value: s.unit}, {Id: "decimals", Value: 1}})
+		cfg := []dashboard.DynamicConfigValue{{Id: "unit", Value: s.unit}}
+		if s.unit != timeUnit {
+			cfg = append(cfg, dashboard.DynamicConfigValue{Id: "decimals", Value: 1})
+		}
+		p.OverrideByName(s.column, cfg)
 	}
 	return p.
 		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).

@@ -120,9 +120,33 @@ func TestDashboardContents(t *testing.T) {
 			t.Fatalf("tasks query %d: %v", i, tg)
 		}
 	}
-	for _, col := range []string{"CPU max", "CPU mean", "Memory max", "Memory mean", "PIDs max", "PIDs mean"} {
+	for _, col := range []string{"CPU max", "CPU mean", "Memory max", "Memory mean", "PIDs max", "PIDs mean", "CPU peak at", "Memory peak at"} {
 		if renamed := get(t, tasks, "transformations", 1, "options", "renameByName").(map[string]any); !containsValue(renamed, col) {
 			t.Fatalf("tasks table lacks column %s: %v", col, renamed)
+		}
+	}
+
+	// The time of each task's peak is a date column.
+	for ref, metric := range map[string]string{"G": "peakline_cpu_percent", "H": "peakline_memory_bytes"} {
+		var tg any
+		for _, x := range targets {
+			if get(t, x, "refId") == ref {
+				tg = x
+			}
+		}
+		want := `max by (counter, task, task_uuid) (tmax_over_time(` + metric + `{job_id="$job"}[$__range]) * 1000)`
+		if tg == nil || get(t, tg, "expr") != want {
+			t.Fatalf("peak time query %s: %v, want %s", ref, tg, want)
+		}
+	}
+	for _, o := range get(t, tasks, "fieldConfig", "overrides").([]any) {
+		name := get(t, o, "matcher", "options")
+		if name != "CPU peak at" && name != "Memory peak at" {
+			continue
+		}
+		props := get(t, o, "properties").([]any)
+		if len(props) != 1 || get(t, props[0], "id") != "unit" || get(t, props[0], "value") != "dateTimeAsIso" {
+			t.Fatalf("column %s: %v", name, props)
 		}
 	}
 
