@@ -209,6 +209,13 @@ func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
 	return s.db.Querier(mint, maxt)
 }
 
+// chunkQuerier opens a chunk querier of the TSDB, as querier does.
+func (s *Store) chunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
+	return s.db.ChunkQuerier(mint, maxt)
+}
+
 func (s *Store) lockJob(jobID string) func() {
 	m := &s.appendMu[jobLockIndex(jobID)]
 	m.Lock()
