@@ -228,8 +228,12 @@ func eachFloat(cs storage.ChunkSeries, it chunkenc.Iterator, f func(t int64, v f
 
 // finite reports whether v is neither NaN nor infinite: the only values
 // a Peakline series may hold. Others (stored before writes refused them)
-// are skipped on read, so that summaries and peaks stay finite.
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+// are skipped on read, so that summaries and peaks stay finite. NaNs and
+// infinities are the floats whose exponent bits are all ones: one test
+// per sample where IsNaN and IsInf take two and a compare.
+func finite(v float64) bool { return math.Float64bits(v)&expMask != expMask }
+
+const expMask = 0x7ff0000000000000 // exponent bits of a float64
 
 // taskAcc gathers a task while its series are read.
 type taskAcc struct {

@@ -168,7 +168,7 @@ func columnStats(cols []Column, nTasks int) [][]taskStat {
 	for c, col := range cols {
 		st := make([]taskStat, nTasks)
 		for i, v := range col.Vs {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
+			if !finite(v) {
 				continue
 			}
 			ti := col.Task[i]
@@ -272,7 +272,7 @@ func BuildGraph(req GraphRequest, cols []Column, tasks []TaskSpan) (*Payload, er
 func peakIndex(vs []float64) int {
 	at := -1
 	for i, v := range vs {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !finite(v) {
 			continue
 		}
 		if at < 0 || v > vs[at] {
@@ -303,3 +303,9 @@ func heaviestMaxima(dst []int, st []taskStat, k int) []int {
 	slices.Sort(dst)
 	return slices.Compact(dst)
 }
+
+// finite reports whether v is neither NaN nor infinite: the floats whose
+// exponent bits are not all ones (one test per sample of a whole job).
+func finite(v float64) bool { return math.Float64bits(v)&expMask != expMask }
+
+const expMask = 0x7ff0000000000000 // exponent bits of a float64

@@ -3,6 +3,7 @@ package graphpayload
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -62,4 +63,23 @@ func TestBuildGraph(t *testing.T) {
 	if _, err := BuildGraph(GraphRequest{Points: MaxPoints + 1}, cols, tasks); !errors.Is(err, ErrPoints) {
 		t.Fatalf("points %d: error %v, want ErrPoints", MaxPoints+1, err)
 	}
+}
+
+func TestFinite(t *testing.T) {
+	f := func(v float64, want bool) {
+		t.Helper()
+		if got := finite(v); got != want {
+			t.Fatalf("finite(%v) = %v, want %v", v, got, want)
+		}
+	}
+	f(0, true)
+	f(math.Copysign(0, -1), true)
+	f(math.MaxFloat64, true)
+	f(-math.MaxFloat64, true)
+	f(math.SmallestNonzeroFloat64, true)
+	f(math.Inf(1), false)
+	f(math.Inf(-1), false)
+	f(math.NaN(), false)
+	f(math.Float64frombits(0x7ff0000000000002), false) // the stale marker's NaN
+	f(math.Float64frombits(0xfff8000000000001), false)
 }
