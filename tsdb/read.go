@@ -34,7 +34,8 @@ type Column struct {
 // tasks. Task ends come from the next task's start, or for the last task
 // from the newest of the job's last event and its last sample. When two
 // series of one resource hold a sample at the same millisecond, the one of
-// the later task is kept so that times strictly increase.
+// the later task is kept so that times strictly increase (between series
+// of one task, the one whose labels sort last).
 //
 // A job read once stays cached (within the store's budget) until it is
 // written to or deleted, so zooming into a finished job does not decode
@@ -210,7 +211,11 @@ func readJobFrom(ctx context.Context, q storage.ChunkQuerier, jobID string) (*Jo
 func eachFloat(cs storage.ChunkSeries, it chunkenc.Iterator, f func(t int64, v float64) bool) (chunkenc.Iterator, error) {
 	chks := cs.Iterator(nil)
 	for chks.Next() {
-		it = chks.At().Chunk.Iterator(it)
+		m := chks.At()
+		if m.Chunk == nil {
+			return it, fmt.Errorf("chunk %d of %d-%d not loaded by the querier", m.Ref, m.MinTime, m.MaxTime)
+		}
+		it = m.Chunk.Iterator(it)
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 			if vt != chunkenc.ValFloat {
 				continue

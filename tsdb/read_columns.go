@@ -3,6 +3,7 @@ package tsdb
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -48,6 +49,9 @@ func (r *seriesRun) collect(cs storage.ChunkSeries) error {
 	it := cs.Iterator(nil)
 	for it.Next() {
 		m := it.At()
+		if m.Chunk == nil {
+			return fmt.Errorf("chunk %d of %d-%d not loaded by the querier", m.Ref, m.MinTime, m.MaxTime)
+		}
 		if len(r.chunks) == 0 {
 			r.minMs = m.MinTime
 		}
@@ -104,7 +108,7 @@ func decodeRuns(ctx context.Context, runs []*seriesRun) error {
 	}
 	for _, r := range runs {
 		if r.err != nil {
-			return r.err
+			return fmt.Errorf("read %s: %w", r.labels, r.err)
 		}
 	}
 	return nil

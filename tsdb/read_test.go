@@ -3,6 +3,7 @@ package tsdb
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -293,6 +294,10 @@ func (s twistedSeries) Iterator(chunks.Iterator) chunks.Iterator {
 			m.Chunk = countedChunk{m.Chunk, m.Chunk.NumSamples() / 2}
 		case "overcount":
 			m.Chunk = countedChunk{m.Chunk, m.Chunk.NumSamples() + 3}
+		case "broken":
+			m.Chunk = brokenChunk{m.Chunk}
+		case "unloaded":
+			m.Chunk = nil
 		}
 		metas = append(metas, m)
 	}
@@ -309,6 +314,50 @@ type countedChunk struct {
 }
 
 func (c countedChunk) NumSamples() int { return c.n }
+
+// brokenChunk is a chunk whose bytes fail to decode.
+type brokenChunk struct{ chunkenc.Chunk }
+
+func (brokenChunk) Iterator(chunkenc.Iterator) chunkenc.Iterator { return brokenIterator{} }
+
+type brokenIterator struct{ chunkenc.Iterator }
+
+var errBroken = errors.New("corrupt chunk")
+
+func (brokenIterator) Next() chunkenc.ValueType { return chunkenc.ValNone }
+func (brokenIterator) Err() error               { return errBroken }
+
+// TestReadJobFromFailsOnBadChunks checks that a chunk that fails to decode
+// or was never loaded fails the read, naming the series, instead of
+// reading as a job without those samples.
+func TestReadJobFromFailsOnBadChunks(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	start := time.Date(2026, 11, 30, 3, 39, 35, 0, time.UTC).UnixMilli()
+	if _, err := s.Append(ctx, exampleBatch("42", start)); err != nil {
+		t.Fatal(err)
+	}
+	// A job of task records and its last event only: their series are
+	// read apart from the sample series.
+	records := exampleBatch("records", start)
+	records.Series = nil
+	if _, err := s.Append(ctx, records); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"42", "records"} {
+		for mode, want := range map[string]string{"broken": "corrupt chunk", "unloaded": "not loaded by the querier"} {
+			cq, err := s.chunkQuerier(minTime, maxTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := readJobFrom(ctx, twistedQuerier{cq, mode}, id)
+			cq.Close()
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("job_id=%q", id)) {
+				t.Fatalf("job %s, %s: readJobFrom = %v, %v; want an error naming the series and %q", id, mode, job, err, want)
+			}
+		}
+	}
+}
 
 // TestReadJobMatchesReference compares readJob with referenceReadJob on
 // random jobs of overlapping, out-of-order and duplicate samples spread
