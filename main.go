@@ -6,7 +6,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,10 @@ func main() {
 			os.Exit(ee.code)
 		}
 		fmt.Fprintln(os.Stderr, "peakline:", err)
+		var ce codedError
+		if errors.As(err, &ce) {
+			os.Exit(ce.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -83,6 +88,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
+	root.AddCommand(regressionsCommand())
 	return root
 }
 
@@ -93,6 +99,9 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		maxFutureSkew              time.Duration
 		cfg                        server.Config
 		sec                        serveSecurity
+		rem                        tsdb.Remote
+		remoteCacheTTL             time.Duration
+		remoteHeaders              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -103,11 +112,11 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if dataDir == "" {
-				return errors.New("--data: a store directory is required")
-			}
 			if err := server.CheckEventsURL(eventsURL); err != nil {
 				return fmt.Errorf("--events-url: %w", err)
+			}
+			if !(cfg.RegressionFactor >= 1) || math.IsInf(cfg.RegressionFactor, 0) {
+				return fmt.Errorf("--regression-factor: must be a number >= 1, got %v", cfg.RegressionFactor)
 			}
 			if retention < 0 {
 				return fmt.Errorf("--retention: must not be negative, got %s", retention)
@@ -123,28 +132,28 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := tsdb.Open(dataDir, tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second}, logger, reg)
-			if err != nil {
-				return fmt.Errorf("--data: %w", err)
-			}
-			defer func() {
-				if err := store.Close(); err != nil {
-					logger.Error("close store", "err", err)
-				}
-			}()
 			cfg.EventsURL = eventsURL
-			cfg.SettingsPath = filepath.Join(dataDir, "settings.json")
-			srv, err := server.New(cfg, store, logger, reg)
+			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
+				return err
+			}
+			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
+				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL}}, logger, reg)
 			if err != nil {
 				return err
 			}
+			defer func() {
+				if err := srv.Close(); err != nil {
+					logger.Error("close store", "err", err)
+				}
+			}()
+			store := srv.Store()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
 			ln, scheme := wrapListener(ln)
 			base := scheme + "://" + ln.Addr().String()
-			logger.Info("serving", "url", base+"/", "data", dataDir)
+			logger.Info("serving", "url", base+"/", "data", dataDir, "remote_query_url", rem.QueryURL)
 			fmt.Fprintf(cmd.OutOrStdout(), "peakline: serving on %s/ (jobs: %s/api/v1/jobs)\n", base, base)
 			if ids, err := store.JobIDs(cmd.Context()); err == nil {
 				const shown = 10 // a store of many jobs is listed by the page, not here
@@ -160,6 +169,11 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data", "", "store directory (created if missing)")
+	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
+	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
+	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
+	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
+	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
 	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
@@ -169,6 +183,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
 	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", 10_000, "most series accepted in one JSON ingest batch")
 	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", 10_000, "most tasks accepted in one JSON ingest batch")
+	f.Float64Var(&cfg.RegressionFactor, "regression-factor", server.DefaultRegressionFactor, "template history: flag a task's value when it is at least this many times the median of the other runs (and beyond their spread and the metric's floor)")
 	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", 4, "ingest requests (JSON and remote write) served at once; more get 429 with Retry-After")
 	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
 	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
@@ -182,7 +197,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 }
 
 func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
-	var dataDir, serverURL, jobID string
+	var dataDir, serverURL, jobID, templateID, templateName string
 	var tc collector.TransportConfig
 	cmd := &cobra.Command{
 		Use:   "import [--data DIR | --server URL] [--job ID] PATH...",
@@ -193,7 +208,12 @@ func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
   - an AWX playbook_profiling/<job_id>/ dir,
 and stores its jobs, either directly in a store (--data, server stopped) or
 by posting ingest batches to a running server (--server). Importing the
-same tree twice stores nothing twice.`,
+same tree twice stores nothing twice.
+
+A runner dir's env/extravars (as AWX writes them: awx_job_id,
+awx_job_template_id, awx_job_template_name, or tower_*) give the job its
+template, and its id when awx_job_id is there; artifacts/<ident>/status
+its status. --job, --template and --template-name override them.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
@@ -214,19 +234,19 @@ same tree twice stores nothing twice.`,
 					return err
 				}
 			}
-			jobs, err := readJobs(cmd.ErrOrStderr(), paths, jobID)
+			jobs, err := readJobs(cmd.ErrOrStderr(), paths, collector.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName})
 			if err != nil {
 				return err
 			}
 			var sink func(context.Context, *collector.Job) (tsdb.AppendResult, error)
 			if dataDir != "" {
-				store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
+				srv, err := server.Open(server.Setup{DataDir: dataDir}, logger, nil)
 				if err != nil {
-					return fmt.Errorf("--data: %w (is a peakline serve using it? then import with --server)", err)
+					return fmt.Errorf("%w (is a peakline serve using it? then import with --server)", err)
 				}
-				defer store.Close()
+				defer srv.Close()
 				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
-					return store.Append(ctx, toBatch(j))
+					return ingestJob(ctx, srv, j) // the batches --server would post, through the same ingest
 				}
 			} else {
 				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
@@ -263,26 +283,29 @@ same tree twice stores nothing twice.`,
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data", "", "store directory to write directly (the server must be stopped)")
 	f.StringVar(&serverURL, "server", "", "base URL of a running peakline serve to post batches to")
-	f.StringVar(&jobID, "job", "", "job id to store under (default: the runner ident, recap or AWX dir name)")
+	f.StringVar(&jobID, "job", "", "job id to store under (default: awx_job_id of env/extravars, else the runner ident, recap or AWX dir name)")
+	f.StringVar(&templateID, "template", "", "job template id of the jobs (default: awx_job_template_id of env/extravars)")
+	f.StringVar(&templateName, "template-name", "", "job template name of the jobs (default: awx_job_template_name of env/extravars)")
 	clientFlags(f, &tc)
 	return cmd
 }
 
 // readJobs reads every path before anything is stored, with a progress
 // bar over the files.
-func readJobs(stderr io.Writer, paths []string, jobID string) ([]*collector.Job, error) {
-	if jobID != "" && len(paths) > 1 {
+func readJobs(stderr io.Writer, paths []string, opts collector.ReadOptions) ([]*collector.Job, error) {
+	if opts.JobID != "" && len(paths) > 1 {
 		return nil, errors.New("--job: names one job, but several paths were given")
 	}
 	var all []*collector.Job
 	for _, p := range paths {
 		var bar *progressbar.ProgressBar
-		jobs, err := collector.Read(p, collector.ReadOptions{JobID: jobID, Progress: func(done, total int) {
+		opts.Progress = func(done, total int) {
 			if bar == nil {
 				bar = newBar(stderr, total, "reading "+p)
 			}
 			_ = bar.Set(done)
-		}})
+		}
+		jobs, err := collector.Read(p, opts)
 		if bar != nil {
 			_ = bar.Finish()
 		}
@@ -301,19 +324,38 @@ func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 }
 
-// toBatch converts a job read from disk into one store batch.
-func toBatch(j *collector.Job) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: j.ID}
-	for _, t := range j.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+// parseHeaders reads --remote-header values, "Name: value" each.
+func parseHeaders(vals []string) (http.Header, error) {
+	h := http.Header{}
+	for _, v := range vals {
+		name, val, ok := strings.Cut(v, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("--remote-header: must be 'Name: value', got %q", v)
+		}
+		h.Add(name, strings.TrimSpace(val))
 	}
-	if e := j.LastEvent; e != nil {
-		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.TimeMs}
+	return h, nil
+}
+
+// ingestJob stores a job read from disk as the ingest batches import
+// --server would post, through the server's own ingest (server.Ingest).
+func ingestJob(ctx context.Context, srv *server.Server, j *collector.Job) (tsdb.AppendResult, error) {
+	var sum tsdb.AppendResult
+	for i, b := range j.Batches(srv.MaxBatchSamples()) {
+		body, err := json.Marshal(&b)
+		if err != nil {
+			return sum, fmt.Errorf("encode batch %d: %w", i+1, err)
+		}
+		res, err := srv.Ingest(ctx, bytes.NewReader(body))
+		if err != nil {
+			return sum, err
+		}
+		sum.Samples += res.Samples
+		sum.Tasks += res.Tasks
+		sum.Duplicates += res.Duplicates
+		sum.Conflicts += res.Conflicts
 	}
-	for _, s := range j.Series {
-		b.Series = append(b.Series, tsdb.SeriesData{Resource: s.Resource, Counter: s.Counter, UUID: s.UUID, Task: s.Task, Ts: s.Ts, Vs: s.Vs})
-	}
-	return b
+	return sum, nil
 }
 
 // report prints what an import stored for one job.
@@ -345,7 +387,7 @@ func report(w io.Writer, j *collector.Job, res tsdb.AppendResult) {
 func collectCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var cfg collector.LiveConfig
 	cmd := &cobra.Command{
-		Use:   "collect --server URL [--job ID] [--template ID] -- COMMAND ARGS... | collect --attach CGROUP --job ID",
+		Use:   "collect --server URL [--job ID] [--template ID] [--template-name NAME] -- COMMAND ARGS... | collect --attach CGROUP --job ID",
 		Short: "Sample a command's (or an existing) cgroup and stream it to a server, task by task",
 		Long: `collect runs COMMAND in a fresh cgroup (v2 where the controllers are
 available, else the v1 cpuacct, memory and pids controllers), samples its CPU,
@@ -389,7 +431,8 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 	f := cmd.Flags()
 	f.StringVar(&cfg.Server, "server", "", "base URL of the peakline serve to stream to")
 	f.StringVar(&cfg.JobID, "job", "", "job id (default: the runner ident, else host-time-pid)")
-	f.StringVar(&cfg.Template, "template", "", "job template id, for the server's collection policy")
+	f.StringVar(&cfg.Template, "template", "", "job template id, for the server's collection policy and sent with the job")
+	f.StringVar(&cfg.TemplateName, "template-name", "", "job template name, sent with the job")
 	f.StringVar(&cfg.EventsDir, "events", "", "job_events directory to follow (found by itself for ansible-runner run)")
 	f.StringVar(&cfg.Ident, "ident", "", "ansible-runner ident whose artifacts to follow")
 	f.StringVar(&cfg.Attach, "attach", "", "sample this existing cgroup instead of running a command")

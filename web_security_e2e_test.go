@@ -63,6 +63,7 @@ func TestWebSecurityEscaping(t *testing.T) {
 		LastEvent: &collector.Event{Counter: 5, TimeMs: start + 4000},
 		Series: []collector.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: xssTask,
 			Ts: []int64{start + 500, start + 1500, start + 2500}, Vs: []float64{10, 90, 30}}},
+		JobInfo: collector.JobInfo{TemplateID: xssJobID, TemplateName: xssTask},
 	}
 	body, err := json.Marshal(batch)
 	if err != nil {
@@ -155,7 +156,17 @@ func TestWebSecurityEscaping(t *testing.T) {
 		t.Errorf("title %q", got)
 	}
 	tab.waitText(t, "body", xssTask)
+	tab.waitText(t, "#job-template", xssTask)
 	noInjectedMarkup("job page")
+
+	// The template page of the hostile template id and name.
+	tab.navigate(t, srv.URL+"/templates/"+url.PathEscape(xssJobID))
+	tab.poll(t, `window.peakline && window.peakline.ready`)
+	if got := webEval[string](t, tab, `document.getElementById('template-name').textContent + '|' + (window.peakline.error || '')`); got != xssTask+"|" {
+		t.Errorf("template page shows name|error %q, want %q", got, xssTask+"|")
+	}
+	tab.waitText(t, "#history", xssTask)
+	noInjectedMarkup("template page")
 	// A script injected through onerror would have run by the time the
 	// image failed; give it that time, then look for its dialog.
 	tab.settle()

@@ -42,12 +42,14 @@ cost (above 1 is better for Peakline):
   soak        many live jobs over HTTP for minutes: lag, latency under load, RSS, lost samples
   series      series churn: head memory per series vs Prometheus and VictoriaMetrics
   crash       kill -9 of serve under ingest, restart, every acknowledged sample read back
+  history     a template's history (20 runs × 200 tasks) from a warm store: latency against 100 ms
 
 Each prints tables, shows progress on stderr, and writes --json FILE and --svg FILE.
 Prometheus and VictoriaMetrics are run from ./bin (make tools) or PATH.`,
 		SilenceUsage: true,
 	}
 	cmd.AddCommand(downsampleCommand(), graphCommand(), graphOnceCommand(), ingestCommand(), soakCommand(), seriesCommand(), CrashCommand())
+	cmd.AddCommand(historyCommand())
 	return cmd
 }
 

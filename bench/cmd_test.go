@@ -175,3 +175,13 @@ func TestSeriesCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestHistoryCommand(t *testing.T) {
+	_, ms, _ := runBench(t, "history", "--quick", "--runs", "5", "--tasks", "10", "--samples", "500", "--requests", "2")
+	for _, metric := range []string{"p50 latency", "p99 latency", "max latency"} {
+		got := find(ms, metric, "history")
+		if len(got) != 1 || !(got[0].Value > 0) || got[0].PeerValue != 100 || got[0].Workload != "5 runs × 10 tasks, 500 samples/resource/run" {
+			t.Fatalf("%s: %+v", metric, got)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/peakline/peakline/server"
-	"github.com/peakline/peakline/tsdb"
 )
 
 // childEnv makes the test binary act as the peakline binary: the bench
@@ -30,8 +29,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild is a minimal peakline root command: serve (wired as main.go
-// wires it) and bench.
+// runChild is a minimal peakline root command: serve (the server main.go
+// builds, from server.Open) and bench.
 func runChild(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,15 +40,11 @@ func runChild(args []string) int {
 	serve := &cobra.Command{Use: "serve", RunE: func(cmd *cobra.Command, _ []string) error {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		store, err := tsdb.Open(dataDir, tsdb.Options{}, nil, reg)
+		srv, err := server.Open(server.Setup{DataDir: dataDir}, nil, reg)
 		if err != nil {
 			return err
 		}
-		defer store.Close()
-		srv, err := server.New(server.Config{}, store, nil, reg)
-		if err != nil {
-			return err
-		}
+		defer srv.Close()
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			return err

@@ -35,7 +35,7 @@ func attributeByEvents(starts []jobEvent, samples []sample) ([]Task, []int) {
 	tasks := make([]Task, len(starts))
 	firstByUUID := make(map[string]int, len(starts))
 	for i, ev := range starts {
-		tasks[i] = Task{Counter: ev.counter, UUID: ev.taskUUID, Name: ev.task, StartMs: ev.ms}
+		tasks[i] = Task{Counter: ev.counter, UUID: ev.taskUUID, Name: ev.task, StartMs: ev.ms, Play: ev.play, Role: ev.role, Path: ev.taskPath}
 		if _, ok := firstByUUID[ev.taskUUID]; !ok {
 			firstByUUID[ev.taskUUID] = i
 		}

@@ -20,6 +20,7 @@ type Batch struct {
 	Tasks     []Task   `json:"tasks,omitempty"`
 	LastEvent *Event   `json:"last_event,omitempty"`
 	Series    []Series `json:"series,omitempty"`
+	JobInfo
 }
 
 // Samples returns the number of samples in b.
@@ -35,14 +36,14 @@ func (b *Batch) Samples() int {
 // (DefaultBatchSamples when maxSamples <= 0), MaxBatchSeries series and
 // MaxBatchTasks task records, splitting a long series across batches in
 // time order. The tasks come first (the first batch also carries the last
-// event), so the server knows every task before its samples arrive; a job
+// event and the job's info), so the server knows every task before its samples arrive; a job
 // without samples or tasks is one batch. The batches share j's slices:
 // don't modify j while they are in use.
 func (j *Job) Batches(maxSamples int) []Batch {
 	if maxSamples <= 0 {
 		maxSamples = DefaultBatchSamples
 	}
-	out := []Batch{{JobID: j.ID, LastEvent: j.LastEvent}}
+	out := []Batch{{JobID: j.ID, LastEvent: j.LastEvent, JobInfo: j.Info}}
 	tasks := j.Tasks
 	for len(tasks) > MaxBatchTasks {
 		out[len(out)-1].Tasks = tasks[:MaxBatchTasks:MaxBatchTasks]

@@ -22,6 +22,9 @@ type ingestBody struct {
 		UUID    string `json:"uuid"`
 		Name    string `json:"name"`
 		Start   int64  `json:"start"`
+		Play    string `json:"play"`
+		Role    string `json:"role"`
+		Path    string `json:"task_path"`
 	} `json:"tasks"`
 	LastEvent *struct {
 		Counter int64 `json:"counter"`
@@ -35,6 +38,10 @@ type ingestBody struct {
 		T        []int64   `json:"t"`
 		V        []float64 `json:"v"`
 	} `json:"series"`
+	TemplateID   string `json:"template_id"`
+	TemplateName string `json:"template_name"`
+	Status       string `json:"status"`
+	Playbook     string `json:"playbook"`
 }
 
 // fakeIngest decodes batches as a server would and keeps them.

@@ -19,6 +19,10 @@ type jobEvent struct {
 	uuid      string
 	taskUUID  string // event_data.task_uuid; "" for events outside a task
 	task      string // event_data.task
+	play      string // event_data.play
+	role      string // event_data.role
+	taskPath  string // event_data.task_path: file:line
+	playbook  string // event_data.playbook
 }
 
 // taskStartEvents are the events that start a task. ansible-runner reports
@@ -43,6 +47,10 @@ type rawEvent struct {
 		Task     string `json:"task"`
 		Name     string `json:"name"`
 		TaskUUID string `json:"task_uuid"`
+		Play     string `json:"play"`
+		Role     string `json:"role"`
+		TaskPath string `json:"task_path"`
+		Playbook string `json:"playbook"`
 	} `json:"event_data"` // absent or null on verbose events
 }
 
@@ -95,6 +103,10 @@ func readEventFile(path string, in *interner) (jobEvent, error) {
 			ev.task = d.Name
 		}
 		ev.task = in.get(ev.task)
+		ev.playbook = in.get(d.Playbook)
+		if ev.taskStart {
+			ev.play, ev.role, ev.taskPath = in.get(d.Play), in.get(d.Role), d.TaskPath
+		}
 	}
 	if ev.taskStart && ev.taskUUID == "" {
 		ev.taskUUID = raw.UUID // the task start event's uuid is the task's

@@ -60,6 +60,21 @@ type Job struct {
 	// Series holds one entry per (resource, attributed task), ordered by
 	// resource (cpu, memory, pids), then first timestamp, Counter, UUID.
 	Series []Series
+	// Info is the job's template and AWX identity, from the runner's
+	// env/extravars, artifacts/<ident>/status and job events, or
+	// ReadOptions.
+	Info JobInfo
+}
+
+// JobInfo is the job's AWX job template and how the job ended, as the
+// ingest batch carries them (docs/CONTRACTS.md). Every field is optional.
+type JobInfo struct {
+	TemplateID   string `json:"template_id,omitempty"`
+	TemplateName string `json:"template_name,omitempty"`
+	// Status is ansible-runner's or AWX's: successful, failed, canceled,
+	// timeout, running, error.
+	Status   string `json:"status,omitempty"`
+	Playbook string `json:"playbook,omitempty"`
 }
 
 // Task is one start of an Ansible task (handlers and cleanup tasks too).
@@ -74,6 +89,11 @@ type Task struct {
 	Name    string `json:"name"`
 	// StartMs is the task start in unix milliseconds.
 	StartMs int64 `json:"start"`
+	// Play, Role and Path (event_data.task_path, file:line) identify the
+	// task across runs of a template; "" when the events lack them.
+	Play string `json:"play,omitempty"`
+	Role string `json:"role,omitempty"`
+	Path string `json:"task_path,omitempty"`
 	// EndMs is the next task's start, or for the last task the newest job
 	// event's time or its last sample, whichever is later. It is derived,
 	// so it is not sent: the server derives it the same way.

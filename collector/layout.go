@@ -23,6 +23,10 @@ type source struct {
 	// idents is how many runner idents share profiles (profiling_data);
 	// when more than one, each file goes to the ident whose events name it.
 	idents int
+	// pdd and identDir are the runner's private data dir and
+	// artifacts/<ident> (LayoutRunner only): where env/extravars and the
+	// status file are.
+	pdd, identDir string
 }
 
 // findSources detects the layout of path and lists the jobs in it, ordered
@@ -126,7 +130,7 @@ func runnerSources(pdd, onlyIdent string) ([]source, error) {
 		if onlyIdent != "" && ident != onlyIdent {
 			continue
 		}
-		src := source{id: ident, layout: LayoutRunner, profiles: profiles, idents: len(idents)}
+		src := source{id: ident, layout: LayoutRunner, profiles: profiles, idents: len(idents), pdd: pdd, identDir: filepath.Join(artifacts, ident)}
 		if events := filepath.Join(artifacts, ident, "job_events"); isDir(events) {
 			src.eventsDir = events
 		}

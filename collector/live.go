@@ -41,8 +41,12 @@ type LiveConfig struct {
 	// <hostname>-<UTC start time>-<pid>; the id in use is logged.
 	JobID string
 	// Template is the job template id the server's collection policy is
-	// asked about (--template); "" is the template "default".
+	// asked about (--template); "" is the template "default". It is
+	// also sent as the job's template_id.
 	Template string
+	// TemplateName is the job template's name sent with the job
+	// (--template-name).
+	TemplateName string
 	// EventsDir is the job_events directory to follow (--events). By
 	// default `ansible-runner run DIR` commands are recognised and their
 	// artifacts/<ident>/job_events followed; other commands have none and
@@ -249,6 +253,11 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	p := newLivePipeline(&cfg, tune, cg, follower, ids, log)
 	p.start()
 	code := waitCommand(ctx, cmd, log)
+	status := "successful"
+	if code != 0 {
+		status = "failed"
+	}
+	p.batcher.setInfo(JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status})
 	p.stop()
 	return code, nil
 }
@@ -433,6 +442,15 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follow
 		maxSamples: 10_000,
 		send:       p.shipper.enqueue,
 		log:        log,
+	}
+	// An attached cgroup's job ends with no exit code to tell how: it
+	// gets no status.
+	status := "running"
+	if cfg.Attach != "" {
+		status = ""
+	}
+	if info := (JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status}); info != (JobInfo{}) {
+		p.batcher.setInfo(info)
 	}
 	p.sampler = &sampler{
 		stats:     stats,

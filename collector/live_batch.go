@@ -29,6 +29,8 @@ type batcher struct {
 	mu      sync.Mutex
 	pending []liveSample // in time order
 	lastMs  map[string]int64
+	info    JobInfo
+	newInfo bool // info changed since it was last sent
 
 	// zw is reused across batches: a flate writer allocates about 1 MB.
 	enc batchEncoder // used by the flushing goroutine only
@@ -47,6 +49,13 @@ func (b *batcher) add(s liveSample) {
 	}
 	b.lastMs[s.resource] = s.ms
 	b.pending = append(b.pending, s)
+}
+
+// setInfo sets the job's info; the next batch carries it.
+func (b *batcher) setInfo(info JobInfo) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.info, b.newInfo = info, true
 }
 
 // run flushes every interval until ctx is done.
@@ -94,19 +103,30 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	take := b.pending[:n:n]
 	b.pending = b.pending[n:]
 	more = n == b.maxSamples && len(b.pending) > 0
+	var info JobInfo
+	if b.newInfo {
+		info, b.newInfo = b.info, false
+	}
 	b.mu.Unlock()
 
-	body := Batch{JobID: id, Series: b.attribute(take)}
+	body := Batch{JobID: id, Series: b.attribute(take), JobInfo: info}
 	if b.follower != nil {
 		starts, last, ok := b.follower.takeTasks()
 		for _, s := range starts {
-			body.Tasks = append(body.Tasks, Task{Counter: s.counter, UUID: s.taskUUID, Name: s.task, StartMs: s.ms})
+			body.Tasks = append(body.Tasks, Task{Counter: s.counter, UUID: s.taskUUID, Name: s.task, StartMs: s.ms, Play: s.play, Role: s.role, Path: s.taskPath})
 		}
 		if ok {
 			body.LastEvent = &Event{Counter: last.counter, TimeMs: last.ms}
 		}
 	}
-	if len(body.Series) == 0 && len(body.Tasks) == 0 && body.LastEvent == nil {
+	if len(body.Series) == 0 && len(body.Tasks) == 0 && body.LastEvent == nil && (!final || info == (JobInfo{})) {
+		if info != (JobInfo{}) {
+			// Nothing to stamp it with yet: it goes with the next batch
+			// (b.info is this info or a newer one).
+			b.mu.Lock()
+			b.newInfo = true
+			b.mu.Unlock()
+		}
 		return 0, false
 	}
 	enc, err := b.enc.encode(&body)

@@ -34,6 +34,7 @@ type ingestServer struct {
 	samples  []gotSample
 	tasks    map[int64]string // counter → name
 	last     int64            // newest last_event counter
+	infos    []string         // template_id/template_name/status of the batches carrying any
 	posts    map[string]int   // answers given, by state
 	srv      *http.Server
 	ln       net.Listener
@@ -127,6 +128,9 @@ func (s *ingestServer) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.LastEvent != nil {
 		s.last = max(s.last, b.LastEvent.Counter)
+	}
+	if b.TemplateID != "" || b.TemplateName != "" || b.Status != "" {
+		s.infos = append(s.infos, b.TemplateID+"/"+b.TemplateName+"/"+b.Status)
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"job_id": b.JobID, "samples": n, "tasks": len(b.Tasks)})
 }

@@ -61,13 +61,15 @@ times
 exit 3`, EnvCgroup, EnvJobID, allocBytes)
 	var stdout bytes.Buffer
 	cfg := LiveConfig{
-		Server:   srv.url(),
-		JobID:    "real-1",
-		SpoolDir: t.TempDir(),
-		Command:  []string{"sh", "-c", script},
-		Stdout:   &stdout,
-		Stderr:   os.Stderr,
-		Logger:   testLogger(t),
+		Server:       srv.url(),
+		JobID:        "real-1",
+		Template:     "7",
+		TemplateName: "deploy-web",
+		SpoolDir:     t.TempDir(),
+		Command:      []string{"sh", "-c", script},
+		Stdout:       &stdout,
+		Stderr:       os.Stderr,
+		Logger:       testLogger(t),
 	}
 	code, err := collectLive(context.Background(), cfg, testTuning())
 	if err != nil {
@@ -75,6 +77,14 @@ exit 3`, EnvCgroup, EnvJobID, allocBytes)
 	}
 	if code != 3 {
 		t.Fatalf("exit code %d, want the command's 3", code)
+	}
+	// The template goes with the first batch (running) and the last
+	// (failed: the command's exit code is not 0), not with every batch.
+	srv.mu.Lock()
+	infos := strings.Join(srv.infos, " ")
+	srv.mu.Unlock()
+	if infos != "7/deploy-web/running 7/deploy-web/failed" {
+		t.Errorf("job info sent %q, want 7/deploy-web/running then 7/deploy-web/failed", infos)
 	}
 
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")

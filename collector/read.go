@@ -11,6 +11,10 @@ type ReadOptions struct {
 	// JobID replaces the job id found in the path (runner ident, recap or
 	// AWX dir name). It is an error when the path holds several jobs.
 	JobID string
+	// TemplateID and TemplateName replace the job template the tree
+	// names (env/extravars), for every job read.
+	TemplateID   string
+	TemplateName string
 	// Progress, when set, is called after each file is read, on Read's
 	// goroutine, with the files read so far and the total.
 	Progress func(doneFiles, totalFiles int)
@@ -37,6 +41,15 @@ type ReadOptions struct {
 // decide and the counter is 0. The number in per-task file names is the
 // plugin's own task index and is ignored.
 //
+// A runner job's info (Job.Info) comes from the private data dir's
+// env/extravars as AWX writes it (awx_job_template_id and
+// awx_job_template_name, or the tower_* names; YAML or JSON), its
+// artifacts/<ident>/status and the playbook its job events name. When
+// the extravars hold awx_job_id (or tower_job_id) and the dir holds one
+// ident, that id is the job id (the id AWX's job-events links need);
+// ReadOptions.JobID, TemplateID and TemplateName override what the tree
+// says.
+//
 // Read parses every file before it returns: on any error it returns no job.
 // Errors name the file, and the line (and JSON-seq record) where it applies;
 // test them with ErrNoLayout, ErrBadValue, ErrTruncated, ErrBadEvent,
@@ -56,6 +69,12 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 			return nil, fmt.Errorf("cannot use job id %q for %q: %w (%s); drop the job id or read one of them", opts.JobID, path, ErrSeveralJobs, strings.Join(ids, ", "))
 		}
 		srcs[0].id = opts.JobID
+	}
+	infos := make([]JobInfo, len(srcs))
+	for i := range srcs {
+		if err := sourceInfo(&srcs[i], &infos[i], opts); err != nil {
+			return nil, fmt.Errorf("cannot read job %q: %w", srcs[i].id, err)
+		}
 	}
 	r := &reader{progress: opts.Progress, in: newInterner()}
 
@@ -105,8 +124,37 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 			}
 		}
 		jobs[i] = buildJob(src.id, src.layout, events[i], samples)
+		jobs[i].Info = infos[i]
+		if jobs[i].Info.Playbook == "" {
+			jobs[i].Info.Playbook = firstPlaybook(events[i])
+		}
 	}
 	return jobs, nil
+}
+
+// sourceInfo fills info from a runner source's extravars and status, and
+// sets the source's id to the AWX job id they name (see Read).
+func sourceInfo(src *source, info *JobInfo, opts ReadOptions) error {
+	if src.layout == LayoutRunner {
+		vars, err := readExtravars(src.pdd)
+		if err != nil {
+			return err
+		}
+		info.TemplateID, info.TemplateName = vars.TemplateID, vars.TemplateName
+		if vars.JobID != "" && opts.JobID == "" && src.idents == 1 {
+			src.id = vars.JobID
+		}
+		if info.Status, err = readStatus(src.identDir); err != nil {
+			return err
+		}
+	}
+	if opts.TemplateID != "" {
+		info.TemplateID = opts.TemplateID
+	}
+	if opts.TemplateName != "" {
+		info.TemplateName = opts.TemplateName
+	}
+	return nil
 }
 
 // reader holds what one Read call shares across files.

@@ -121,6 +121,7 @@ func scopeRules() []scopeRule {
 		{"GET HEAD", "/metrics", scopeRead},
 		{"GET HEAD", "/", scopeRead},
 		{"GET HEAD", "/jobs/:job", scopeRead},
+		{"GET HEAD", "/templates/:template", scopeRead},
 		{"GET HEAD", "/static/*", scopeRead},
 	}
 	for _, p := range []string{"/query", "/query_range", "/labels", "/label/:name/values", "/series", "/query_exemplars", "/format_query"} {

@@ -184,6 +184,8 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 		"HEAD /":                                     {"read", 200},
 		"GET /jobs/:job":                             {"read", 200},
 		"HEAD /jobs/:job":                            {"read", 200},
+		"GET /templates/:template":                   {"read", 200},
+		"HEAD /templates/:template":                  {"read", 200},
 		"GET /static/*":                              {"read", 200},
 		"HEAD /static/*":                             {"read", 200},
 		"GET /api/v1/jobs":                           {"read", 200},
@@ -196,6 +198,7 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 		"PUT /api/v1/settings":                       {"admin", 200},
 		"GET /api/v1/templates/:id":                  {"read", 200},
 		"PUT /api/v1/templates/:id":                  {"admin", 200},
+		"GET /api/v1/templates/:id/history":          {"read", 200},
 		"POST /prometheus/api/v1/write":              {"ingest", 400}, // empty body
 		"GET /prometheus/api/v1/query":               {"read", 200},
 		"POST /prometheus/api/v1/query":              {"read", 200},

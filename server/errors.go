@@ -30,6 +30,10 @@ func badRequest(format string, args ...any) error {
 // because its job's deletion is still being removed from disk.
 const deletePendingRetryAfter = "5"
 
+// engineUnavailableRetryAfter is the Retry-After (seconds) of a request
+// that failed because the remote engine stayed unavailable.
+const engineUnavailableRetryAfter = "5"
+
 // errorBody is the JSON error envelope of the Peakline API.
 type errorBody struct {
 	Error string `json:"error"`
@@ -53,10 +57,14 @@ func statusOf(err error) int {
 		return http.StatusTooManyRequests
 	case errors.Is(err, errUnsupportedMedia):
 		return http.StatusUnsupportedMediaType
-	case errors.Is(err, tsdb.ErrJobNotFound):
+	case errors.Is(err, tsdb.ErrJobNotFound), errors.Is(err, errNoSuchRun):
 		return http.StatusNotFound
 	case errors.Is(err, tsdb.ErrDeletePending):
 		return http.StatusServiceUnavailable // with Retry-After, see handleError
+	case errors.Is(err, tsdb.ErrEngineUnavailable):
+		return http.StatusServiceUnavailable // with Retry-After: the remote engine is down
+	case errors.Is(err, tsdb.ErrDeleteUnsupported):
+		return http.StatusNotImplemented
 	case errors.Is(err, context.Canceled):
 		return 499 // client closed request
 	case errors.Is(err, context.DeadlineExceeded):
@@ -77,6 +85,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	code := statusOf(err)
 	if errors.Is(err, tsdb.ErrDeletePending) {
 		c.Response().Header().Set("Retry-After", deletePendingRetryAfter)
+	}
+	if errors.Is(err, tsdb.ErrEngineUnavailable) {
+		c.Response().Header().Set("Retry-After", engineUnavailableRetryAfter)
 	}
 	msg := err.Error()
 	var he *echo.HTTPError

@@ -61,6 +61,7 @@ func (s *Server) graph(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
 	return c.JSON(http.StatusOK, p)
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,11 @@ type ingestBatch struct {
 	Tasks     []ingestTask   `json:"tasks"`
 	LastEvent *ingestEvent   `json:"last_event"`
 	Series    []ingestSeries `json:"series"`
+	// The job's template and AWX identity (tsdb.JobInfo); each optional.
+	TemplateID   string `json:"template_id"`
+	TemplateName string `json:"template_name"`
+	Status       string `json:"status"`
+	Playbook     string `json:"playbook"`
 }
 
 type ingestTask struct {
@@ -35,6 +41,9 @@ type ingestTask struct {
 	UUID    string `json:"uuid"`
 	Name    string `json:"name"`
 	Start   int64  `json:"start"`
+	Play    string `json:"play"`
+	Role    string `json:"role"`
+	Path    string `json:"task_path"`
 }
 
 type ingestEvent struct {
@@ -93,30 +102,53 @@ func (s *Server) ingest(c echo.Context) error {
 		return err
 	}
 	defer body.Close()
+	jobID, res, err := s.ingestJSON(c.Request().Context(), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ingestAnswer{JobID: jobID, Samples: res.Samples, Tasks: res.Tasks, Duplicates: res.Duplicates, Conflicts: res.Conflicts})
+}
+
+// Ingest stores one JSON ingest batch (the body of POST /api/v1/ingest,
+// not compressed) as the API does: the same decoding, limits and store
+// write. import --data uses it, so that a tree imported into a store
+// directory takes the path of one posted to a server.
+func (s *Server) Ingest(ctx context.Context, body io.Reader) (tsdb.AppendResult, error) {
+	_, res, err := s.ingestJSON(ctx, &limitedBody{r: io.NopCloser(body), left: s.cfg.MaxDecodedBytes})
+	return res, err
+}
+
+// MaxBatchSamples is the most samples Ingest takes in one batch
+// (Config.MaxBatchSamples).
+func (s *Server) MaxBatchSamples() int { return s.cfg.MaxBatchSamples }
+
+// ingestJSON decodes a batch from body (already bounded), checks its size
+// and stores it.
+func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.AppendResult, error) {
 	var in ingestBatch
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return jsonError(err, s.cfg.MaxDecodedBytes)
+		return "", tsdb.AppendResult{}, jsonError(err, s.cfg.MaxDecodedBytes)
 	}
 	// Only white space may follow the batch. (dec.More is false before a
 	// stray '}' or ']', so it cannot tell.)
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if errors.Is(err, errDecodedTooLarge) {
-			return jsonError(err, s.cfg.MaxDecodedBytes)
+			return "", tsdb.AppendResult{}, jsonError(err, s.cfg.MaxDecodedBytes)
 		}
-		return badRequest("body: must hold one JSON object, found more after it")
+		return "", tsdb.AppendResult{}, badRequest("body: must hold one JSON object, found more after it")
 	}
 	if err := checkBatchSize(&in, s.cfg); err != nil {
-		return err
+		return "", tsdb.AppendResult{}, err
 	}
-	res, err := s.store.Append(c.Request().Context(), toBatch(&in))
+	res, err := s.store.Append(ctx, toBatch(&in))
 	if err != nil {
-		return err
+		return "", tsdb.AppendResult{}, err
 	}
 	s.metrics.ingestedSamples.Add(float64(res.Samples))
 	s.metrics.ingestedDups.Add(float64(res.Duplicates))
-	return c.JSON(http.StatusOK, ingestAnswer{JobID: in.JobID, Samples: res.Samples, Tasks: res.Tasks, Duplicates: res.Duplicates, Conflicts: res.Conflicts})
+	return in.JobID, res, nil
 }
 
 // checkBatchSize refuses a batch whose series, tasks or samples pass the
@@ -140,9 +172,9 @@ func checkBatchSize(in *ingestBatch, cfg Config) error {
 }
 
 func toBatch(in *ingestBatch) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: in.JobID}
+	b := &tsdb.Batch{JobID: in.JobID, Info: tsdb.JobInfo{TemplateID: in.TemplateID, TemplateName: in.TemplateName, Status: in.Status, Playbook: in.Playbook}}
 	for _, t := range in.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start})
+		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start, Play: t.Play, Role: t.Role, Path: t.Path})
 	}
 	if e := in.LastEvent; e != nil {
 		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.Time}

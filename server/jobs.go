@@ -23,6 +23,11 @@ type jobEntry struct {
 	Tasks   int                     `json:"tasks"`
 	Samples map[string]int          `json:"samples"`
 	Peaks   map[string]resourcePeak `json:"peaks"`
+	// The job's template and status (tsdb.JobInfo); "" when unknown.
+	TemplateID   string `json:"template_id"`
+	TemplateName string `json:"template_name"`
+	Status       string `json:"status"`
+	Playbook     string `json:"playbook"`
 	// Error says why a job could not be read (damaged storage); its
 	// other fields are then empty.
 	Error string `json:"error,omitempty"`
@@ -48,8 +53,9 @@ type jobsPage struct {
 	Total int        `json:"total"`
 }
 
-// listJobs answers GET /api/v1/jobs?limit=N&cursor=C&q=TEXT: the jobs
-// whose id contains q (any case), newest first (by first time, then id),
+// listJobs answers GET /api/v1/jobs?limit=N&cursor=C&q=TEXT&template=ID:
+// the jobs whose id contains q (any case) and, with template, whose
+// template id is ID (tsdb.Store.TemplateJobs), newest first (by first time, then id),
 // at most limit of them after the cursor. The order comes from the jobs'
 // spans (chunk bounds, tsdb.Store.Spans), so only the jobs of the page
 // are summarised. A cursor names the last job of a page by its sort key,
@@ -69,6 +75,12 @@ func (s *Server) listJobs(c echo.Context) error {
 	}
 	q := strings.ToLower(c.QueryParam("q"))
 	ctx := c.Request().Context()
+	var ofTemplate map[string]bool
+	if tmpl, ok := c.QueryParams()["template"]; ok {
+		if ofTemplate, err = s.templateJobSet(c, tmpl[0]); err != nil {
+			return err
+		}
+	}
 	spans, err := s.store.Spans(ctx)
 	if err != nil {
 		return err
@@ -77,6 +89,9 @@ func (s *Server) listJobs(c echo.Context) error {
 	total := 0
 	for _, sp := range spans {
 		if q != "" && !strings.Contains(strings.ToLower(sp.ID), q) {
+			continue
+		}
+		if ofTemplate != nil && !ofTemplate[sp.ID] {
 			continue
 		}
 		total++
@@ -106,7 +121,8 @@ func (s *Server) listJobs(c echo.Context) error {
 			continue
 		}
 		e := jobEntry{JobID: sp.ID, First: sp.FirstMs, Last: sp.LastMs, Tasks: sum.Tasks,
-			Samples: map[string]int{}, Peaks: map[string]resourcePeak{}}
+			Samples: map[string]int{}, Peaks: map[string]resourcePeak{},
+			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName, Status: sum.Info.Status, Playbook: sum.Info.Playbook}
 		for _, r := range sum.Resources {
 			e.Samples[r.Resource.Name] = r.Samples
 			if r.Samples > 0 {
@@ -116,6 +132,31 @@ func (s *Server) listJobs(c echo.Context) error {
 		page.Jobs = append(page.Jobs, e)
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// templateJobSet returns the set of jobs of the template named by the
+// template parameter.
+func (s *Server) templateJobSet(c echo.Context, id string) (map[string]bool, error) {
+	if err := checkTemplateID("template", id); err != nil {
+		return nil, err
+	}
+	ids, err := s.store.TemplateJobs(c.Request().Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set, nil
+}
+
+// checkTemplateID refuses a template id no job can carry.
+func checkTemplateID(field, id string) error {
+	if id == "" || len(id) > tsdb.MaxTemplateIDLen {
+		return badRequest("%s: must be a job template id of 1 to %d bytes, got %q", field, tsdb.MaxTemplateIDLen, id)
+	}
+	return nil
 }
 
 // newerJob orders jobs newest first: by first time descending, then id.

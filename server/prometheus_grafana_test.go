@@ -65,6 +65,9 @@ func TestGrafanaDashboardQueries(t *testing.T) {
 	queries := 0
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "$template") {
+				continue // TestGrafanaTemplatePanels
+			}
 			q := fill.Replace(tg.Expr)
 			queries++
 			if !tg.Instant {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -54,6 +55,11 @@ type Config struct {
 	Prometheus PromConfig
 	// Security is the edge policy: auth, allowed hosts, limits (security.go).
 	Security SecurityConfig
+	// RegressionFactor is how many times a task's usual value (the median
+	// of the other runs) a run's value must reach to be flagged by the
+	// template history (history.Rule.Factor); 0 means
+	// DefaultRegressionFactor. It must be at least 1.
+	RegressionFactor float64
 }
 
 const (
@@ -91,6 +97,9 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
 	}
+	if c.RegressionFactor == 0 {
+		c.RegressionFactor = DefaultRegressionFactor
+	}
 }
 
 // CheckEventsURL reports whether a job-events template is usable.
@@ -119,6 +128,8 @@ type Server struct {
 	policy  *policy
 	sec     *security
 	ingests chan struct{} // one token per ingest request being served (limit.go)
+	runs    *runCache     // per-job statistics of the template history (history.go)
+	owned   bool          // the store was opened by Open: Close closes it (open.go)
 }
 
 // New builds a server over store. reg receives the server's own metrics
@@ -127,6 +138,9 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	cfg.setDefaults()
 	if err := CheckEventsURL(cfg.EventsURL); err != nil {
 		return nil, fmt.Errorf("events URL: %w", err)
+	}
+	if cfg.RegressionFactor < 1 || math.IsInf(cfg.RegressionFactor, 0) || math.IsNaN(cfg.RegressionFactor) {
+		return nil, fmt.Errorf("regression factor: must be a number >= 1, got %v", cfg.RegressionFactor)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -143,6 +157,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	}
 	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg), policy: pol}
 	s.ingests = make(chan struct{}, cfg.MaxConcurrentIngest)
+	s.runs = newRunCache()
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -166,6 +181,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	api.PUT("/settings", s.putSettings)
 	api.GET("/templates/:id", s.getTemplate)
 	api.PUT("/templates/:id", s.putTemplate)
+	api.GET("/templates/:id/history", s.templateHistory)
 	if err := s.registerPrometheus(e); err != nil {
 		return nil, err
 	}

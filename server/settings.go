@@ -36,10 +36,36 @@ type policyDoc struct {
 }
 
 // policy holds the collection policy, persisted as JSON in one file.
+// Several replicas of a stateless server share the file (a shared
+// volume): each reads it again whenever its modification time or size
+// changed, so a change made through any replica, or by editing the file,
+// is what every replica answers next.
 type policy struct {
 	mu   sync.Mutex
 	path string // "" keeps it in memory only
 	doc  policyDoc
+	seen fileStamp // of the file doc was read from or written to
+}
+
+// refresh reads the file again if it changed since it was read or
+// written here. The caller holds mu.
+func (p *policy) refresh() error {
+	if p.path == "" {
+		return nil
+	}
+	st, err := stampOf(p.path) // tls.go
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && st == p.seen) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read settings %q: %w", p.path, err)
+	}
+	fresh, err := loadPolicy(p.path)
+	if err != nil {
+		return err
+	}
+	p.doc, p.seen = fresh.doc, fresh.seen
+	return nil
 }
 
 func loadPolicy(path string) (*policy, error) {
@@ -47,13 +73,18 @@ func loadPolicy(path string) (*policy, error) {
 	if path == "" {
 		return p, nil
 	}
-	b, err := os.ReadFile(path)
+	st, err := stampOf(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return p, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read settings %q: %w", path, err)
 	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read settings %q: %w", path, err)
+	}
+	p.seen = st
 	if err := json.Unmarshal(b, &p.doc); err != nil {
 		return nil, fmt.Errorf("parse settings %q: %w", path, err)
 	}
@@ -94,6 +125,9 @@ func (p *policy) save() error {
 	if err := os.Rename(tmp.Name(), p.path); err != nil {
 		return fmt.Errorf("save settings: %w", err)
 	}
+	if st, err := stampOf(p.path); err == nil {
+		p.seen = st
+	}
 	return nil
 }
 
@@ -117,6 +151,9 @@ type templateBody struct {
 func (s *Server) getSettings(c echo.Context) error {
 	s.policy.mu.Lock()
 	defer s.policy.mu.Unlock()
+	if err := s.policy.refresh(); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, settingsBody{Collection: s.policy.doc.Collection})
 }
 
@@ -130,6 +167,9 @@ func (s *Server) putSettings(c echo.Context) error {
 	}
 	s.policy.mu.Lock()
 	defer s.policy.mu.Unlock()
+	if err := s.policy.refresh(); err != nil {
+		return err
+	}
 	old := s.policy.doc.Collection
 	s.policy.doc.Collection = in.Collection
 	if err := s.policy.save(); err != nil {
@@ -144,6 +184,9 @@ func (s *Server) getTemplate(c echo.Context) error {
 	id := c.Param("id")
 	s.policy.mu.Lock()
 	defer s.policy.mu.Unlock()
+	if err := s.policy.refresh(); err != nil {
+		return err
+	}
 	v, ok := s.policy.doc.Templates[id]
 	if !ok {
 		v = TemplateDefault
@@ -170,6 +213,9 @@ func (s *Server) putTemplate(c echo.Context) error {
 	}
 	s.policy.mu.Lock()
 	defer s.policy.mu.Unlock()
+	if err := s.policy.refresh(); err != nil {
+		return err
+	}
 	old, had := s.policy.doc.Templates[id]
 	if limit := s.cfg.Security.MaxTemplates; !had && in.Collection != TemplateDefault && len(s.policy.doc.Templates) >= limit {
 		return echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("templates: %d templates have their own setting, at most %d allowed (serve --max-templates); set one back to %q first", len(s.policy.doc.Templates), limit, TemplateDefault))

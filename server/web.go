@@ -39,7 +39,8 @@ const webCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src
 
 // registerWeb adds the web page routes: GET / (the jobs), GET /jobs/{job}
 // (one job's graph; the page reads the id from its own URL, so the HTML is
-// the same for every job) and GET /static/* (scripts and styles).
+// the same for every job), GET /templates/{id} (a job template's runs,
+// the same way) and GET /static/* (scripts and styles).
 func (s *Server) registerWeb(e *echo.Echo) {
 	files, err := loadWebFiles(web.Static())
 	if err != nil {
@@ -53,6 +54,7 @@ func (s *Server) registerWeb(e *echo.Echo) {
 	methods := []string{http.MethodGet, http.MethodHead}
 	e.Match(methods, "/", page(web.JobsPage))
 	e.Match(methods, "/jobs/:job", page(web.JobPage))
+	e.Match(methods, "/templates/:template", page(web.TemplatePage))
 	e.Match(methods, "/static/*", func(c echo.Context) error {
 		f, ok := files[c.Param("*")]
 		if !ok {
@@ -84,7 +86,7 @@ func loadWebFiles(fsys fs.FS) (map[string]*webFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []string{web.JobsPage, web.JobPage} {
+	for _, p := range []string{web.JobsPage, web.JobPage, web.TemplatePage} {
 		if files[p] == nil {
 			return nil, fmt.Errorf("page %s is missing", p)
 		}

@@ -63,6 +63,9 @@ func TestWebRoutes(t *testing.T) {
 	f("GET", "/jobs/ansible-perf-2026-11-30T03:39:20.072139", nil, 200, "text/html", `src="/static/job.js"`)
 	f("GET", "/jobs/a%2Fb", nil, 200, "text/html", `src="/static/job.js"`)
 	f("HEAD", "/jobs/demo2", nil, 200, "text/html", "")
+	f("GET", "/templates/7", nil, 200, "text/html", `src="/static/template.js"`)
+	f("GET", "/templates/deploy%20web", nil, 200, "text/html", `src="/static/template.js"`)
+	f("GET", "/static/template.js", nil, 200, "text/javascript", "import ")
 	f("GET", "/static/job.js", nil, 200, "text/javascript", "import ") // module scripts need a JavaScript type
 	f("GET", "/static/style.css", nil, 200, "text/css", ":root")
 	f("GET", "/static/favicon.svg", nil, 200, "image/svg+xml", "<svg")
@@ -137,7 +140,7 @@ func TestWebFilesSelfContained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{web.JobsPage, web.JobPage} {
+	for _, p := range []string{web.JobsPage, web.JobPage, web.TemplatePage} {
 		if _, err := fs.Stat(fsys, p); err != nil {
 			t.Errorf("page %s: %v", p, err)
 		}

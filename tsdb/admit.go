@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/peakline/peakline/tsdb/remote"
 )
 
 // Admission: one check of times, labels and values for every write,
@@ -142,7 +144,7 @@ func (a admission) admitBatch(b *Batch) error {
 // schema, whose series hold finite floats only.
 func isPeaklineMetric(name string) bool {
 	switch name {
-	case MetricCPU, MetricMemory, MetricPIDs, MetricTaskStart, MetricLastEvent:
+	case MetricCPU, MetricMemory, MetricPIDs, MetricTaskStart, MetricLastEvent, MetricJobInfo:
 		return true
 	}
 	return false
@@ -179,6 +181,23 @@ func checkLabels(r *row, ls labels.Labels) *Refusal {
 	if metric == MetricLastEvent {
 		return nil
 	}
+	if metric == MetricJobInfo {
+		var info JobInfo
+		for _, f := range infoFields(&info) {
+			if v := ls.Get(f.label); len(v) > f.max {
+				return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes", ls, f.label, f.max)
+			}
+		}
+		return nil
+	}
+	for _, l := range [...]struct {
+		name string
+		max  int
+	}{{LabelPlay, MaxPlayLen}, {LabelRole, MaxRoleLen}, {LabelTaskPath, MaxTaskPathLen}} {
+		if len(ls.Get(l.name)) > l.max {
+			return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes", ls, l.name, l.max)
+		}
+	}
 	if len(ls.Get(LabelTaskUUID)) > MaxUUIDLen || len(ls.Get(LabelTask)) > MaxTaskNameLen {
 		return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes and %s at most %d", ls, LabelTaskUUID, MaxUUIDLen, LabelTask, MaxTaskNameLen)
 	}
@@ -207,6 +226,9 @@ func storageRefusal(field string, err error) error {
 		if errors.Is(err, c.err) {
 			return refuse(c.reason, field, "%v", err)
 		}
+	}
+	if errors.Is(err, remote.ErrRejected) {
+		return refuse(ReasonEngine, field, "%v", err)
 	}
 	var he histogram.Error
 	if errors.As(err, &he) {

@@ -26,6 +26,10 @@ type Batch struct {
 	Tasks     []Task
 	LastEvent *Event
 	Series    []SeriesData
+	// Info, when not zero, is stored as a job-info sample at the newest
+	// time of the batch (the store's clock for a batch without times);
+	// a job's info is the newest non-empty value of each field.
+	Info JobInfo
 }
 
 // Task is one task of a job: the counter of its task-start event (0 when
@@ -37,6 +41,11 @@ type Task struct {
 	Name    string
 	StartMs int64
 	EndMs   int64
+	// Play, Role and Path (the task_path file:line of its job events)
+	// identify the task across runs of a template; "" when unknown.
+	Play string
+	Role string
+	Path string
 }
 
 // Event is a job event reference: its counter and created time (unix ms).
@@ -87,9 +96,26 @@ func (b *Batch) Validate() error {
 		if err := checkString(f+".name", t.Name, MaxTaskNameLen, false); err != nil {
 			return err
 		}
+		for _, l := range [...]struct {
+			field, val string
+			max        int
+		}{{".play", t.Play, MaxPlayLen}, {".role", t.Role, MaxRoleLen}, {".task_path", t.Path, MaxTaskPathLen}} {
+			if err := checkString(f+l.field, l.val, l.max, false); err != nil {
+				return err
+			}
+		}
 		if t.StartMs <= 0 {
 			return invalid(f+".start", "must be a unix time in milliseconds, got %d", t.StartMs)
 		}
+	}
+	info := b.Info
+	for _, f := range infoFields(&info) {
+		if err := checkString(f.label, *f.val, f.max, false); err != nil {
+			return err
+		}
+	}
+	if err := checkJobID(LabelTemplateID, b.Info.TemplateID); err != nil {
+		return err
 	}
 	if e := b.LastEvent; e != nil {
 		if e.Counter < 0 {
@@ -221,7 +247,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (AppendResult, error) {
 	if err := s.admission().admitBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	rows, conflicts := batchRows(b)
+	rows, conflicts := batchRows(b, s.now().UnixMilli())
 	if len(rows) == 0 {
 		return AppendResult{Conflicts: conflicts}, nil
 	}
@@ -261,7 +287,7 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 		}
 		metric := sr.Labels.Get(labels.MetricName)
 		peakline := isPeaklineMetric(metric)
-		r.isTask = metric == MetricTaskStart || metric == MetricLastEvent
+		r.isTask = metric == MetricTaskStart || metric == MetricLastEvent || metric == MetricJobInfo
 		if peakline && len(sr.Hs) > 0 {
 			return WriteResult{}, refuse(ReasonHistogram, r.field()+".histograms", "%s holds floats only, got %d histogram samples", metric, len(sr.Hs))
 		}
@@ -395,7 +421,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	var res WriteResult
-	app := s.db.Appender(ctx)
+	app := s.appender(ctx) // the TSDB's, or a remote write request (remote.go)
 	fail := func(err error) (WriteResult, error) {
 		_ = app.Rollback()
 		return WriteResult{}, err
@@ -405,7 +431,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			if err := app.Commit(); err != nil {
 				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
 			}
-			app = s.db.Appender(ctx)
+			app = s.appender(ctx)
 		}
 		have := existing[ri]
 		var ref storage.SeriesRef
@@ -488,8 +514,10 @@ func (s *Store) lockJobs(jobs []string) func() {
 
 // batchRows turns a batch into label sets and sample runs. Series and
 // task records sharing a label set are merged, the first value kept at a
-// time both hold; conflicts counts the other values.
-func batchRows(b *Batch) (rows []row, conflicts int) {
+// time both hold; conflicts counts the other values. nowMs is the
+// store's clock: the value of a job-info sample, and its time when the
+// batch holds no other.
+func batchRows(b *Batch, nowMs int64) (rows []row, conflicts int) {
 	sb := labels.NewScratchBuilder(5)
 	rs := newRowSet(len(b.Series) + len(b.Tasks) + 1)
 	for i, sd := range b.Series {
@@ -500,12 +528,32 @@ func batchRows(b *Batch) (rows []row, conflicts int) {
 	tasks := slices.Clone(b.Tasks)
 	slices.SortStableFunc(tasks, func(x, y Task) int { return cmpInt64(x.StartMs, y.StartMs) })
 	for _, t := range tasks {
-		ls := taskLabels(&sb, MetricTaskStart, b.JobID, t.Counter, t.UUID, t.Name)
+		ls := taskStartLabels(&sb, b.JobID, &t)
 		rs.add(row{ls: ls, ts: []int64{t.StartMs}, vs: []float64{float64(t.Counter)}, isTask: true, kind: "tasks", idx: -1})
 	}
 	if e := b.LastEvent; e != nil {
 		ls := labels.FromStrings(labels.MetricName, MetricLastEvent, LabelJob, b.JobID)
 		rs.add(row{ls: ls, ts: []int64{e.TimeMs}, vs: []float64{float64(e.Counter)}, isTask: true, kind: "last_event", idx: -1})
+	}
+	if !b.Info.IsZero() {
+		// At the batch's newest time, so that the info neither widens the
+		// job's span nor falls outside the admission window of an old job.
+		at := int64(math.MinInt64)
+		for _, t := range b.Tasks {
+			at = max(at, t.StartMs)
+		}
+		if e := b.LastEvent; e != nil {
+			at = max(at, e.TimeMs)
+		}
+		for _, sd := range b.Series {
+			if n := len(sd.Ts); n > 0 {
+				at = max(at, sd.Ts[n-1])
+			}
+		}
+		if at == math.MinInt64 {
+			at = nowMs
+		}
+		rs.add(row{ls: jobInfoLabels(b.JobID, b.Info), ts: []int64{at}, vs: []float64{float64(nowMs)}, isTask: true, kind: "info", idx: -1})
 	}
 	return rs.rows, conflicts
 }

@@ -17,7 +17,7 @@ import (
 
 // batchSeries is a batch as the labeled series remote write carries.
 func batchSeries(b *Batch) []LabeledSeries {
-	rows, _ := batchRows(b)
+	rows, _ := batchRows(b, 0)
 	out := make([]LabeledSeries, len(rows))
 	for i, r := range rows {
 		out[i] = LabeledSeries{Labels: r.ls, Ts: r.ts, Vs: r.vs}

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // cache keeps job summaries and whole decoded jobs until the job is
@@ -35,6 +36,45 @@ type cache struct {
 	afterMiss func(id string)
 
 	spans map[string]Span // of every job listed since it was written (span.go)
+
+	infos map[string]JobInfo // of every job whose template was looked up since it was written (TemplateJobs)
+	// ttl, when positive, bounds how long the entries of a job are
+	// served: born holds when the first of them was cached since the
+	// job was last dropped. A remote store sets it (remote.go).
+	ttl  time.Duration
+	now  func() time.Time
+	born map[string]time.Time
+}
+
+// expire drops the entries of job id when they are older than the ttl.
+// c.mu is held.
+func (c *cache) expire(id string) {
+	if c.ttl <= 0 {
+		return
+	}
+	if b, ok := c.born[id]; ok && c.now().Sub(b) >= c.ttl {
+		delete(c.born, id)
+		delete(c.summaries, id)
+		delete(c.spans, id)
+		delete(c.infos, id)
+		if e, ok := c.jobs[id]; ok {
+			c.remove(e)
+		}
+	}
+}
+
+// stamp records that an entry of job id was cached now, if it is the
+// first since the job was dropped or expired. c.mu is held.
+func (c *cache) stamp(id string) {
+	if c.ttl <= 0 {
+		return
+	}
+	if c.born == nil {
+		c.born = map[string]time.Time{}
+	}
+	if _, ok := c.born[id]; !ok {
+		c.born[id] = c.now()
+	}
 }
 
 // maxDropped bounds the per-job drop stamps kept. Past it they are
@@ -58,6 +98,7 @@ func newCache(budget int) *cache {
 // pass to putSummary.
 func (c *cache) summary(id string) (Summary, uint64, bool) {
 	c.mu.Lock()
+	c.expire(id)
 	s, ok := c.summaries[id]
 	tok := c.epoch
 	c.mu.Unlock()
@@ -78,12 +119,14 @@ func (c *cache) putSummary(id string, s Summary, tok uint64) {
 	defer c.mu.Unlock()
 	if c.fresh(id, tok) {
 		c.summaries[id] = s
+		c.stamp(id)
 	}
 }
 
 // job returns the cached job, or on a miss the token to pass to putJob.
 func (c *cache) job(id string) (*Job, uint64, bool) {
 	c.mu.Lock()
+	c.expire(id)
 	tok := c.epoch
 	if e, ok := c.jobs[id]; ok {
 		c.lru.MoveToFront(e)
@@ -111,6 +154,7 @@ func (c *cache) putJob(id string, job *Job, tok uint64) {
 		c.remove(e)
 	}
 	c.jobs[id] = c.lru.PushFront(&cachedJob{id: id, job: job, samples: n})
+	c.stamp(id)
 	c.held += n
 	for c.held > c.budget {
 		c.remove(c.lru.Back())
@@ -136,7 +180,32 @@ func (c *cache) drop(id string) {
 	c.dropped[id] = c.epoch
 	delete(c.summaries, id)
 	delete(c.spans, id)
+	delete(c.infos, id)
+	delete(c.born, id)
 	if e, ok := c.jobs[id]; ok {
 		c.remove(e)
 	}
+}
+
+// info returns the cached info of a job, or on a miss the token to pass
+// to putInfo.
+func (c *cache) info(id string) (JobInfo, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expire(id)
+	info, ok := c.infos[id]
+	return info, c.epoch, ok
+}
+
+func (c *cache) putInfo(id string, info JobInfo, tok uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fresh(id, tok) {
+		return
+	}
+	if c.infos == nil {
+		c.infos = map[string]JobInfo{}
+	}
+	c.infos[id] = info
+	c.stamp(id)
 }

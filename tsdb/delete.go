@@ -393,6 +393,9 @@ func (d *deleter) waitFor(ctx context.Context, jobID string) error {
 // already deleted. Delete only writes a small file, whatever the size of
 // the store.
 func (s *Store) Delete(ctx context.Context, jobID string) error {
+	if s.remote != nil {
+		return s.deleteRemote(ctx, jobID) // remote.go
+	}
 	if s.deletes.hidden(jobID) {
 		return fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
 	}

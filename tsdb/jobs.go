@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // Summary describes one job for listings.
@@ -13,6 +18,7 @@ type Summary struct {
 	FirstMs int64 // first sample or task start
 	LastMs  int64 // last sample or job event
 	Tasks   int
+	Info    JobInfo // template, status, playbook (see JobInfo)
 	// Per resource present, in Resources order.
 	Resources []ResourceSummary
 }
@@ -80,7 +86,7 @@ func (s *Store) Summary(ctx context.Context, jobID string) (Summary, error) {
 
 // Summarize computes the summary of a job read in full.
 func Summarize(job *Job) Summary {
-	sum := Summary{ID: job.ID, Tasks: len(job.Tasks)}
+	sum := Summary{ID: job.ID, Tasks: len(job.Tasks), Info: job.Info}
 	sum.FirstMs, sum.LastMs = job.Span()
 	for _, c := range job.Columns {
 		rs := ResourceSummary{Resource: c.Resource, Samples: len(c.Ts), Peak: math.Inf(-1)}
@@ -95,7 +101,7 @@ func Summarize(job *Job) Summary {
 }
 
 // Span is the first and last time the job shows, in unix ms: task starts
-// and ends, its last event, its first and last samples; 0, 0 for a job
+// and ends, its last event, its info samples, its first and last samples; 0, 0 for a job
 // with none of them. It does not look at every sample.
 func (job *Job) Span() (firstMs, lastMs int64) {
 	firstMs, lastMs = math.MaxInt64, math.MinInt64
@@ -105,6 +111,10 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 	}
 	if job.LastEvent != nil {
 		lastMs = max(lastMs, job.LastEvent.TimeMs)
+	}
+	if job.InfoLastMs != 0 {
+		firstMs = min(firstMs, job.InfoFirstMs)
+		lastMs = max(lastMs, job.InfoLastMs)
 	}
 	for _, c := range job.Columns {
 		if len(c.Ts) > 0 {
@@ -116,4 +126,66 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 		return 0, 0
 	}
 	return firstMs, lastMs
+}
+
+// TemplateJobs lists the ids of the jobs whose info names templateID as
+// their template (the newest template_id of the job, see JobInfo),
+// sorted. It asks the index for the jobs with any info sample of that
+// template, then reads each one's info series alone (not its samples;
+// cached until the job is written or deleted), so a job moved to another
+// template later is left out. Safe for concurrent use.
+func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, error) {
+	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
+	if err != nil {
+		return nil, fmt.Errorf("open querier: %w", err)
+	}
+	defer q.Close()
+	isInfo := labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo)
+	ids, _, err := q.LabelValues(ctx, LabelJob, nil, isInfo, labels.MustNewMatcher(labels.MatchEqual, LabelTemplateID, templateID))
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of template %q: %w", templateID, err)
+	}
+	var out []string
+	for _, id := range ids {
+		info, tok, ok := s.cache.info(id)
+		if !ok {
+			if info, err = readInfo(ctx, q, id); err != nil {
+				return nil, err
+			}
+			s.cache.putInfo(strings.Clone(id), info, tok)
+		}
+		if info.TemplateID == templateID {
+			// Copied: the value points into block memory the querier holds.
+			out = append(out, strings.Clone(id))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// readInfo reads a job's info from its info series alone.
+func readInfo(ctx context.Context, q storage.Querier, jobID string) (JobInfo, error) {
+	var acc infoAcc
+	set := q.Select(ctx, false, nil,
+		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo),
+		labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID))
+	for set.Next() {
+		ls := set.At().Labels()
+		it := set.At().Iterator(nil)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				continue
+			}
+			if t, v := it.At(); finite(v) {
+				acc.add(ls, t, v) // copies the label values it keeps
+			}
+		}
+		if err := it.Err(); err != nil {
+			return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
+		}
+	}
+	if err := set.Err(); err != nil {
+		return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
+	}
+	return acc.info, nil
 }

@@ -20,6 +20,13 @@ type Job struct {
 	Tasks     []Task // ordered by start, then counter; EndMs filled in
 	LastEvent *Event // the newest job event seen, if any
 	Columns   []Column
+	// Info holds, per field, the value of the newest job-info sample
+	// where it is set (by sample time, then by the store's clock when
+	// written).
+	Info JobInfo
+	// InfoFirstMs and InfoLastMs are the times of the oldest and newest
+	// job-info samples; 0 when there are none.
+	InfoFirstMs, InfoLastMs int64
 }
 
 // Column holds the samples of one resource as parallel slices.
@@ -61,7 +68,7 @@ func (j *Job) window(fromMs, toMs int64) *Job {
 	if fromMs == minTime && toMs == maxTime {
 		return j
 	}
-	w := &Job{ID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent}
+	w := &Job{ID: j.ID, Tasks: j.Tasks, LastEvent: j.LastEvent, Info: j.Info, InfoFirstMs: j.InfoFirstMs, InfoLastMs: j.InfoLastMs}
 	for _, c := range j.Columns {
 		lo, _ := slices.BinarySearch(c.Ts, fromMs)
 		hi, found := slices.BinarySearch(c.Ts, toMs)
@@ -118,6 +125,7 @@ func readJobFrom(ctx context.Context, q storage.ChunkQuerier, jobID string) (*Jo
 	var (
 		runs  = make([][]*seriesRun, len(Resources)) // per resource
 		it    chunkenc.Iterator
+		info  infoAcc
 		found bool
 	)
 	for set.Next() {
@@ -133,6 +141,11 @@ func readJobFrom(ctx context.Context, q storage.ChunkQuerier, jobID string) (*Jo
 				}
 				return true
 			})
+		case MetricJobInfo:
+			it, err = eachFloat(cs, it, func(t int64, v float64) bool {
+				info.add(ls, t, v)
+				return true
+			})
 		case MetricTaskStart:
 			var k taskKey
 			if k, err = keyOf(ls); err != nil {
@@ -144,6 +157,13 @@ func readJobFrom(ctx context.Context, q storage.ChunkQuerier, jobID string) (*Jo
 				task := getTask(k, ls.Get(LabelTask))
 				task.StartMs = min(task.StartMs, t)
 				task.recorded = true
+				// A record with identity labels wins over one
+				// without (sent by an older writer).
+				if p := ls.Get(LabelTaskPath); p != "" || task.Path == "" {
+					task.Play = strings.Clone(ls.Get(LabelPlay))
+					task.Role = strings.Clone(ls.Get(LabelRole))
+					task.Path = strings.Clone(p)
+				}
 				return false
 			})
 		default:
@@ -188,6 +208,7 @@ func readJobFrom(ctx context.Context, q storage.ChunkQuerier, jobID string) (*Jo
 		}
 	}
 
+	job.Info, job.InfoFirstMs, job.InfoLastMs = info.result()
 	job.Tasks = orderTasks(tasks, job.LastEvent)
 	index := make(map[taskKey]int32, len(job.Tasks))
 	for i, t := range job.Tasks {
@@ -239,6 +260,39 @@ func eachFloat(cs storage.ChunkSeries, it chunkenc.Iterator, f func(t int64, v f
 func finite(v float64) bool { return math.Float64bits(v)&expMask != expMask }
 
 const expMask = 0x7ff0000000000000 // exponent bits of a float64
+
+// infoAcc gathers a job's info samples: per field, the newest sample
+// (by time, then value: the store's clock when written) that sets it.
+type infoAcc struct {
+	info            JobInfo
+	at              [4][2]float64 // per field: time, value of the sample that set it
+	set             [4]bool
+	firstMs, lastMs int64
+	seen            bool
+}
+
+func (a *infoAcc) add(ls labels.Labels, t int64, v float64) {
+	if !a.seen {
+		a.firstMs, a.lastMs, a.seen = t, t, true
+	}
+	a.firstMs, a.lastMs = min(a.firstMs, t), max(a.lastMs, t)
+	for i, f := range infoFields(&a.info) {
+		val := ls.Get(f.label)
+		if val == "" {
+			continue
+		}
+		if a.set[i] && (float64(t) < a.at[i][0] || (float64(t) == a.at[i][0] && v <= a.at[i][1])) {
+			continue
+		}
+		*f.val = strings.Clone(val)
+		a.at[i] = [2]float64{float64(t), v}
+		a.set[i] = true
+	}
+}
+
+func (a *infoAcc) result() (JobInfo, int64, int64) {
+	return a.info, a.firstMs, a.lastMs
+}
 
 // taskAcc gathers a task while its series are read.
 type taskAcc struct {

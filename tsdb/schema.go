@@ -16,11 +16,29 @@ const (
 	MetricPIDs      = "peakline_pids"
 	MetricTaskStart = "peakline_task_start"
 	MetricLastEvent = "peakline_job_last_event"
+	// MetricJobInfo is the job's template and AWX identity: one sample
+	// (value: the store's clock in unix ms when written, so that of two
+	// writes at one sample time the later wins) per update, its labels
+	// holding the fields (see JobInfo).
+	MetricJobInfo = "peakline_job_info"
 
 	LabelJob      = "job_id"
 	LabelCounter  = "counter"
 	LabelTaskUUID = "task_uuid"
 	LabelTask     = "task"
+
+	// Labels of the task-start series that identify a task across runs
+	// of a template (see package history): the play, the role ("" outside
+	// one) and the task's file:line as the job events give it.
+	LabelPlay     = "play"
+	LabelRole     = "role"
+	LabelTaskPath = "task_path"
+
+	// Labels of MetricJobInfo.
+	LabelTemplateID   = "template_id"
+	LabelTemplateName = "template_name"
+	LabelStatus       = "status"
+	LabelPlaybook     = "playbook"
 )
 
 // Resource is one measured quantity of a job.
@@ -63,6 +81,14 @@ const (
 	MaxJobIDLen    = 256
 	MaxUUIDLen     = 128
 	MaxTaskNameLen = 1024
+
+	MaxPlayLen         = 1024
+	MaxRoleLen         = 256
+	MaxTaskPathLen     = 1024
+	MaxTemplateIDLen   = 128
+	MaxTemplateNameLen = 512 // AWX's own limit of a template name
+	MaxStatusLen       = 32
+	MaxPlaybookLen     = 1024
 )
 
 // taskLabels builds the label set of a series of a task.
@@ -75,6 +101,70 @@ func taskLabels(b *labels.ScratchBuilder, metric, jobID string, counter int64, u
 	b.Add(LabelTask, name)
 	b.Sort()
 	return b.Labels()
+}
+
+// taskStartLabels builds the label set of a task-start record: the task
+// labels, and play, role and task_path when set (absent labels keep the
+// series of older writers, which had none, the same).
+func taskStartLabels(b *labels.ScratchBuilder, jobID string, t *Task) labels.Labels {
+	b.Reset()
+	b.Add(labels.MetricName, MetricTaskStart)
+	b.Add(LabelJob, jobID)
+	b.Add(LabelCounter, strconv.FormatInt(t.Counter, 10))
+	b.Add(LabelTaskUUID, t.UUID)
+	b.Add(LabelTask, t.Name)
+	for _, l := range [...][2]string{{LabelPlay, t.Play}, {LabelRole, t.Role}, {LabelTaskPath, t.Path}} {
+		if l[1] != "" {
+			b.Add(l[0], l[1])
+		}
+	}
+	b.Sort()
+	return b.Labels()
+}
+
+// JobInfo is what a job is beyond its samples: the AWX job template it
+// ran from and how it ended. Every field is optional ("" unknown).
+type JobInfo struct {
+	TemplateID   string // AWX job template id, e.g. "7"
+	TemplateName string // e.g. "deploy-web"
+	Status       string // AWX/ansible-runner status: "successful", "failed", "running", …
+	Playbook     string // e.g. "site.yml"
+}
+
+// IsZero reports whether no field is set.
+func (i JobInfo) IsZero() bool { return i == JobInfo{} }
+
+// jobInfoLabels builds the label set of a job-info sample; empty fields
+// are left out.
+func jobInfoLabels(jobID string, info JobInfo) labels.Labels {
+	b := labels.NewScratchBuilder(6)
+	b.Add(labels.MetricName, MetricJobInfo)
+	b.Add(LabelJob, jobID)
+	for _, f := range infoFields(&info) {
+		if *f.val != "" {
+			b.Add(f.label, *f.val)
+		}
+	}
+	b.Sort()
+	return b.Labels()
+}
+
+// infoField is one field of JobInfo: its label (also its name in the
+// ingest batch), its length limit and where it is held.
+type infoField struct {
+	label string
+	max   int
+	val   *string
+}
+
+// infoFields lists the fields of info, in one place for writes and reads.
+func infoFields(info *JobInfo) [4]infoField {
+	return [4]infoField{
+		{LabelTemplateID, MaxTemplateIDLen, &info.TemplateID},
+		{LabelTemplateName, MaxTemplateNameLen, &info.TemplateName},
+		{LabelStatus, MaxStatusLen, &info.Status},
+		{LabelPlaybook, MaxPlaybookLen, &info.Playbook},
+	}
 }
 
 // taskKey identifies a task of a job: the counter of its start event, and

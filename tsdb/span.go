@@ -46,6 +46,21 @@ func (s *Store) Spans(ctx context.Context) ([]Span, error) {
 		out = append(out, sp)
 	}
 	switch {
+	case s.remote != nil && len(missing) > 0:
+		gen := s.cache.generation()
+		want := make([]string, len(missing))
+		for k, i := range missing {
+			want[k] = ids[i]
+		}
+		all, err := s.remoteSpans(ctx, want) // remote.go
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range missing {
+			out[i] = all[out[i].ID]
+			out[i].ID = ids[i]
+			s.cache.putSpan(out[i], gen)
+		}
 	case len(missing) >= spanPassAt:
 		gen := s.cache.generation()
 		all, err := s.readSpans(ctx, labels.MustNewMatcher(labels.MatchRegexp, LabelJob, ".+"))
@@ -130,6 +145,7 @@ func (c *cache) generation() uint64 {
 func (c *cache) span(id string) (Span, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expire(id)
 	sp, ok := c.spans[id]
 	return sp, ok
 }
@@ -146,4 +162,5 @@ func (c *cache) putSpan(sp Span, gen uint64) {
 		c.spans = map[string]Span{}
 	}
 	c.spans[sp.ID] = sp
+	c.stamp(sp.ID)
 }

@@ -1,5 +1,8 @@
 // Package tsdb is Peakline's job store: per-task resource samples and the
-// tasks of Ansible jobs, kept in an embedded Prometheus TSDB on local disk.
+// tasks of Ansible jobs, kept in an embedded Prometheus TSDB on local disk,
+// or (OpenRemote, remote.go) in a Prometheus-compatible engine reached
+// through tsdb/remote, with the same write path and read code: callers
+// cannot tell which backend answers.
 //
 // It owns the schema (metric and label names, see schema.go), appending
 // (live batches and backfill of jobs of any age through the out-of-order
@@ -17,11 +20,14 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/storage"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/peakline/peakline/tsdb/remote"
 )
 
 // ErrJobNotFound is returned for a job with no stored series.
@@ -55,6 +61,11 @@ type Options struct {
 	// (a server answers 503 with Retry-After). Zero waits as long as the
 	// write's context allows (import into a stopped store).
 	DeleteWait time.Duration
+	// CacheTTL bounds how long a cached job, summary or span is served:
+	// zero keeps them until the job is written or deleted (the embedded
+	// store sees every write); a remote store, whose engine other
+	// replicas write to, uses DefaultRemoteCacheTTL for zero.
+	CacheTTL time.Duration
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -65,10 +76,15 @@ const DefaultCacheSamples = 20_000_000
 // their own time. 100 years in milliseconds.
 const oooWindow = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 
-// Store is a job store over one TSDB directory.
+// Store is a job store over one TSDB directory (Open) or a remote engine
+// (OpenRemote).
 type Store struct {
-	db     *ptsdb.DB
-	logger *slog.Logger
+	db     *ptsdb.DB      // nil for a remote store
+	remote *remote.Client // nil for an embedded store (remote.go)
+	// spansFast is 0 while untried, k+1 when the remote engine answers
+	// spanFuncs[k], -1 when it answers none (remote.go).
+	spansFast atomic.Int32
+	logger    *slog.Logger
 
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
@@ -130,6 +146,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
 	if s.maxFutureSkew <= 0 {
 		s.maxFutureSkew = DefaultMaxFutureSkew
 	}
@@ -166,6 +183,9 @@ func (s *Store) Close() error {
 	}
 	s.stopped.Wait()
 	<-s.deletes.done
+	if s.remote != nil {
+		return nil
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -180,12 +200,20 @@ func (s *Store) Queryable() storage.Queryable { return hidingQueryable{s: s, d: 
 // Appendable exposes the raw appender of the TSDB. It skips admission,
 // the duplicate rule and the job cache: only for tests that build a store
 // of arbitrary series. Every write of a server goes through Append or
-// AppendSeries.
-func (s *Store) Appendable() storage.Appendable { return s.db }
+// AppendSeries. A remote store has none (nil).
+func (s *Store) Appendable() storage.Appendable {
+	if s.db == nil {
+		return nil
+	}
+	return s.db
+}
 
 // Compact compacts the head and out-of-order head into blocks. Used by
 // tests and benchmarks that measure on-disk size. Writes wait while it runs.
 func (s *Store) Compact(ctx context.Context) error {
+	if s.remote != nil {
+		return nil // the engine compacts on its own
+	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	h := s.db.Head()
@@ -204,13 +232,20 @@ func (s *Store) Compact(ctx context.Context) error {
 // querier opens a querier of the TSDB; every read of the store opens
 // its queriers here (see queryMu).
 func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
+	if s.remote != nil {
+		return s.remote.Querier(s.remoteRange(mint, maxt))
+	}
 	s.queryMu.RLock()
 	defer s.queryMu.RUnlock()
 	return s.db.Querier(mint, maxt)
 }
 
-// chunkQuerier opens a chunk querier of the TSDB, as querier does.
+// chunkQuerier opens a chunk querier of the TSDB, as querier does; over
+// a remote engine, its series encoded as chunks.
 func (s *Store) chunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	if s.remote != nil {
+		return s.remote.ChunkQuerier(s.remoteRange(mint, maxt))
+	}
 	s.queryMu.RLock()
 	defer s.queryMu.RUnlock()
 	return s.db.ChunkQuerier(mint, maxt)

@@ -18,6 +18,8 @@ var static embed.FS
 const (
 	JobsPage = "index.html" // GET /: the jobs Peakline holds
 	JobPage  = "job.html"   // GET /jobs/{job}: one job's graph and tasks
+	// GET /templates/{id}: a job template's tasks across its runs
+	TemplatePage = "template.html"
 )
 
 // Static returns the UI files, rooted at web/static/: the pages above and

@@ -75,6 +75,11 @@ type Payload struct {
 	Series    []SeriesPlot  `json:"series"`
 	Tasks     []TaskSummary `json:"tasks"`
 	EventsURL string        `json:"events_url,omitempty"`
+	// The job's template, when it has one (left out otherwise), so the
+	// job page can show how the run compares with the template's other
+	// runs. BuildGraph leaves them empty: the server fills them in.
+	TemplateID   string `json:"template_id,omitempty"`
+	TemplateName string `json:"template_name,omitempty"`
 }
 
 // SeriesPlot is the downsampled line of one resource.

@@ -9,9 +9,9 @@
 // what a lookup or query returns is copied out of the querier's memory.
 //
 // It owns no storage and speaks no HTTP: the store lives in package tsdb,
-// the Prometheus-compatible HTTP API in package server. It evaluates
-// nothing by hand: every function, aggregation and operator is the
-// Prometheus engine's.
+// the Prometheus-compatible HTTP API in package server. The Prometheus
+// engine evaluates everything: MetricsQL's functions that PromQL lacks
+// are registered with its function tables (rollup.go).
 package query
 
 import (

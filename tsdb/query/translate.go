@@ -34,7 +34,37 @@ const maxKeepNames = 100
 //     at the query step, as in MetricsQL;
 //   - start(), end() and step() become numbers (seconds), and so do
 //     durations standing as numbers (`time() - 5m`);
-//   - keep_metric_names is rewritten with label_replace (see keepNames).
+//   - keep_metric_names is rewritten with label_replace (see keepNames);
+//   - MetricsQL's rollup functions that PromQL lacks (rollup.go) are
+//     functions registered with the engine, with VictoriaMetrics'
+//     semantics; those that answer a series per statistic (rollup,
+//     rollup_*, quantiles_over_time, aggr_over_time) become one call per
+//     statistic, labelled with label_replace and joined with or (see
+//     rollupCall).
+//
+// Where Peakline still answers otherwise than VictoriaMetrics:
+//
+//   - PromQL's own rollups (rate, increase, delta, changes, resets, deriv,
+//     irate, idelta...) keep Prometheus' semantics: they see the window's
+//     samples only, where VictoriaMetrics also uses the sample before it
+//     and does not extrapolate (use increase_pure, deriv_fast, ideriv,
+//     increase_prometheus... for VictoriaMetrics' own answers);
+//   - for the new functions that use the sample before the window,
+//     VictoriaMetrics counts it when it lies within about 1.5 sample
+//     intervals of the window (instant queries: 5m), estimating the
+//     interval from the last 20 samples before the query's end; Peakline
+//     estimates it from the samples around the window, so over series
+//     whose interval varies (jitter of tens of percent) the two may differ
+//     at some steps; and Peakline looks for that sample at most 5m
+//     before the window (more when the step is longer than the window),
+//     for the sample after it at most 5m past it;
+//   - aggr_over_time listing a counter function (rate, increase_pure...)
+//     with others removes counter resets for the counter functions only,
+//     VictoriaMetrics for all of them;
+//   - VictoriaMetrics keeps the metric name for some rollups
+//     (max_over_time, median_over_time, rollup, quantiles_over_time...);
+//     Peakline drops it as Prometheus does, except for first_over_time
+//     and last_over_time.
 //
 // Whatever the Prometheus engine cannot run (MetricsQL-only functions,
 // aggregations and operators, or-filters, limit, prefix and fill
@@ -58,6 +88,10 @@ type translator struct {
 	// branches counts the keep_metric_names branches built so far: nested
 	// rewrites over different selectors multiply them.
 	branches int
+	// sqStep is the step of the innermost subquery whose expression is
+	// being translated, 0 outside subqueries: a rollup there is evaluated
+	// at the subquery's steps (see widen).
+	sqStep time.Duration
 }
 
 func (t *translator) expr(e metricsql.Expr) (parser.Expr, error) {
@@ -174,11 +208,23 @@ func (t *translator) matrixArg(e metricsql.Expr) (parser.Expr, error) {
 		}
 		return t.subquery(e, t.defaultWindow, t.implicitStep())
 	}
-	inner, err := t.expr(e)
+	inner, err := t.inSubquery(t.implicitStep(), e)
 	if err != nil {
 		return nil, err
 	}
 	return &parser.SubqueryExpr{Expr: paren(inner), Range: t.defaultWindow, Step: t.implicitStep()}, nil
+}
+
+// inSubquery translates the expression of a subquery stepping by step
+// (0: the engine's default).
+func (t *translator) inSubquery(step time.Duration, e metricsql.Expr) (parser.Expr, error) {
+	if step <= 0 {
+		step = defaultSubqueryStep
+	}
+	outer := t.sqStep
+	t.sqStep = step
+	defer func() { t.sqStep = outer }()
+	return t.expr(e)
 }
 
 // matrix builds `selector[window]` with the offset and @ of re, if any.
@@ -197,7 +243,7 @@ func (t *translator) matrix(me *metricsql.MetricExpr, re *metricsql.RollupExpr, 
 
 // subquery builds `(inner)[window:step]` with the offset and @ of re.
 func (t *translator) subquery(re *metricsql.RollupExpr, window, step time.Duration) (parser.Expr, error) {
-	inner, err := t.expr(re.Expr)
+	inner, err := t.inSubquery(step, re.Expr)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +323,9 @@ func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 		return &parser.NumberLiteral{Val: float64(t.endMs) / 1000}, nil
 	case len(fe.Args) == 0 && name == "step":
 		return &parser.NumberLiteral{Val: float64(t.unitMs) / 1000}, nil
+	}
+	if e, ok, err := t.rollupCall(fe, name); ok {
+		return e, err
 	}
 	fn, ok := parser.Functions[name]
 	if !ok || fn.Experimental {
@@ -524,6 +573,9 @@ func (t *translator) keepNames(e metricsql.Expr, build func() (parser.Expr, erro
 func keepSource(e metricsql.Expr) *metricsql.MetricExpr {
 	switch e := e.(type) {
 	case *metricsql.FuncExpr:
+		if i := metricsql.GetRollupArgIdx(e); i >= 0 && i < len(e.Args) {
+			return nameCarrier(e.Args[i])
+		}
 		fn, ok := parser.Functions[strings.ToLower(e.Name)]
 		if !ok {
 			return nil

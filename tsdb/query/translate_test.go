@@ -129,7 +129,7 @@ func TestTranslate(t *testing.T) {
 	bad(`range_median(a)`, `"range_median"`)
 	bad(`range_first(a)`, `"range_first"`)
 	bad(`median(a)`, `"median"`)
-	bad(`holt_winters(a[5m], 0.5, 0.5)`, `"holt_winters"`)
+	bad(`stale_samples_over_time(a[5m])`, `"stale_samples_over_time"`)
 	bad(`a{job_id="1" or job_id="2"}`, `or-delimited`)
 	bad(`sum(a) limit 3`, `limit`)
 	bad(`(a, b)`, `unions`)

@@ -6,6 +6,7 @@
 
 import { ChartStack } from './chart.js';
 import { TaskTable } from './tasks.js';
+import { DEFAULT_RUNS, historyURL, templateURL, usualOf, usualSummary, jobRegressions, regressionText } from './history.js';
 import {
   RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDateTime, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment,
 } from './format.js';
@@ -22,6 +23,7 @@ const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, '').repl
 const debug = {
   jobId, points: 0, requests: 0, loads: 0, ready: false, live: false, error: null,
   window: null, series: {}, tasks: 0, lastPick: null,
+  template: null, history: null, focus: null,
 };
 window.peakline = debug;
 
@@ -37,6 +39,15 @@ const state = {
   unknown: [], // payload tasks with counter 0, by start
   controller: null,
   timer: 0,
+  // The job's template ({id, name}) and its history, fetched once.
+  template: null,
+  history: null, // {usual: Map counter → usualOf entry, regressions} once loaded
+  historyAsked: false,
+  // ?task=COUNTER (a link from the template page): the task to zoom to
+  // on the first load and to mark while it is in the payload.
+  focus: 0,
+  focused: false, // zoomed to it (or it needed no zoom)
+  focusShown: false, // marked and picked once: later views leave the user's choices alone
 };
 
 const zoomed = () => state.from !== null;
@@ -102,14 +113,14 @@ function showDetail(info, ev) {
   const what = info.resource
     ? el('p', {}, el('span', { class: `swatch ${info.resource}` }), `${RESOURCES[info.resource].label} ${fmtValue(info.resource, info.v)}${info.peak ? ' (peak)' : ''} at ${fmtClock(info.t, true)}`,
       el('span', { class: 'muted' }, ` +${fmtDuration(info.t - state.jobStart)}`))
-    : null;
+    : info.note ? el('p', { class: 'muted' }, info.note) : null;
   const close = el('button', { type: 'button', class: 'close', 'aria-label': 'close' }, '×');
   close.addEventListener('click', () => { box.hidden = true; });
-  box.replaceChildren(close,
+  box.replaceChildren(...[close,
     el('h2', {}, task ? task.name || '(unnamed task)' : 'No task', task && task.counter > 0 ? el('span', { class: 'badge' }, `counter ${task.counter}`) : null),
     what,
     task ? el('p', { class: 'muted' }, `Task ran ${fmtClock(task.start, true)} – ${fmtClock(task.end, true)} (${fmtDuration(task.end - task.start)})`) : null,
-    eventsBlock(ev, task));
+    eventsBlock(ev, task)].filter(Boolean)); // replaceChildren would print a null
   box.hidden = false;
 }
 
@@ -220,7 +231,12 @@ function show(p) {
   renderHeader(p, live);
   renderPeaks(p);
   charts.setView({ from: p.from, to: p.to, series: p.series, tasks, jobStart: state.jobStart });
+  if (state.history) table.usual = usualFor; // drawn by setTasks
   table.setTasks(p.tasks, RESOURCE_ORDER.filter((r) => p.series.some((s) => s.resource === r)));
+  if (p.template_id && !state.template) state.template = { id: p.template_id, name: p.template_name || '' };
+  renderTemplate();
+  if (state.template && !state.historyAsked) loadHistory();
+  if (state.focus && !state.focusShown) showFocus();
   $('reset').disabled = !zoomed();
   document.body.classList.toggle('no-samples', p.series.length === 0);
   document.body.classList.remove('no-job');
@@ -290,11 +306,98 @@ function renderPeaks(p) {
   $('peaks').hidden = cards.length === 0;
 }
 
+// renderTemplate names the job's template in the header, with a link
+// to its page and this run's regressions once the history is in.
+function renderTemplate() {
+  const box = $('job-template');
+  if (!state.template) { box.hidden = true; return; }
+  const t = state.template;
+  const parts = [el('span', { class: 'muted' }, 'Template '),
+    el('a', { href: templateURL(t.id), class: 'template-link' }, t.name || t.id), el('span', { class: 'muted' }, ` (${t.id})`)];
+  const regs = state.history ? state.history.regressions : [];
+  if (regs.length) {
+    parts.push(' · ', el('span', { class: 'regression-text' }, `${regs.length} regression${regs.length === 1 ? '' : 's'}: `),
+      regs.map(({ task, reg }) => `${task.name} ${regressionText(reg)}`).join(', '));
+  } else if (state.history) {
+    parts.push(el('span', { class: 'muted' }, state.history.enough ? ' · no regressions in this run' : ' · too few runs to compare'));
+  }
+  box.replaceChildren(...parts);
+  box.hidden = false;
+}
+
+// loadHistory fetches the template's history once and fills the task
+// table's "vs usual" column. A failure leaves the column out: the graph
+// is what the page is for.
+async function loadHistory() {
+  state.historyAsked = true;
+  let h;
+  try {
+    const resp = await fetch(historyURL(state.template.id, DEFAULT_RUNS, jobId), { headers: { Accept: 'application/json' } });
+    if (!resp.ok) throw new Error(await apiError(resp));
+    h = await resp.json();
+  } catch (err) {
+    debug.history = { error: err.message };
+    return;
+  }
+  state.history = {
+    usual: usualOf(h, jobId),
+    regressions: jobRegressions(h, jobId),
+    enough: (h.runs || []).length > 3,
+  };
+  if (!state.template.name && h.template_name) state.template.name = h.template_name;
+  debug.history = { runs: (h.runs || []).length, tasks: state.history.usual.size, regressions: state.history.regressions.length };
+  renderTemplate();
+  table.setUsual(usualFor);
+  // The focused task's detail names the change, unless another was picked since.
+  if (state.focusShown && debug.lastPick === null && !$('detail').hidden) showFocus();
+}
+
+// usualFor is the "vs usual" summary of one task of the payload.
+function usualFor(task) {
+  if (!state.history || !(task.counter > 0)) return null;
+  return usualSummary(state.history.usual.get(task.counter));
+}
+
+// showFocus zooms to the ?task= task on the first load (the next load
+// then marks it) and marks it in the table, the charts and the detail.
+// It returns whether the task is in this payload.
+function showFocus() {
+  const task = state.byCounter.get(state.focus);
+  debug.focus = { counter: state.focus, found: !!task, name: task ? task.name : null };
+  if (!task) return false;
+  if (!state.focused) {
+    state.focused = true;
+    if (!zoomed()) {
+      const pad = Math.max(500, Math.round((task.end - task.start) * 0.15));
+      const from = Math.max(state.full.from, task.start - pad);
+      const to = Math.min(state.full.to, task.end + pad);
+      if (from > state.full.from || to < state.full.to) {
+        state.from = from;
+        state.to = to;
+        const u = new URL(location.href);
+        u.searchParams.set('from', String(from));
+        u.searchParams.set('to', String(to));
+        history.replaceState({ from, to }, '', u);
+        load();
+        return true;
+      }
+    }
+  }
+  table.markTask(task);
+  charts.highlightTask(task);
+  const usual = usualFor(task);
+  showDetail({ task, note: usual ? `Against the template's other runs: ${usual.text}.` : null }, events(task));
+  state.focusShown = true;
+  return true;
+}
+
 function start() {
   if (!jobId) { showError('No job id in the address: open a job from the list.'); return; }
   $('job-id').textContent = jobId;
   document.title = `Job ${jobId} · Peakline`;
   readWindowFromURL();
+  const focus = Number.parseInt(new URLSearchParams(location.search).get('task'), 10);
+  if (Number.isInteger(focus) && focus > 0) state.focus = focus;
   state.points = choosePoints();
   debug.points = state.points;
   $('reset').addEventListener('click', () => setWindow(null, null));

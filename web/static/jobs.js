@@ -1,9 +1,17 @@
 // The jobs page (/): the jobs Peakline holds, newest first, with their
 // peaks, a page at a time from GET /api/v1/jobs. The next page loads as
 // the end of the table scrolls into view; the id filter is applied by the
-// server as you type. Each row opens the job's graph.
+// server as you type. Each row opens the job's graph. A job of an AWX
+// job template names it (a link to the template's page), and is flagged
+// when the template's history (fetched once per template shown, for at
+// most MAX_TEMPLATES templates) finds regressions in it.
 
 import { RESOURCE_ORDER, fmtValue, fmtDateTime, fmtDuration, fmtCount, el, apiError, pathSegment } from './format.js';
+import { historyURL, templateURL, jobRegressions, regressionText } from './history.js';
+
+// Templates whose history the page asks for: a bound on the requests a
+// long list makes (one per template, not per job).
+const MAX_TEMPLATES = 20;
 
 const LIVE_WINDOW_MS = 30_000;
 // Rows per request; `?limit=N` in the page's address overrides it.
@@ -16,13 +24,21 @@ const $ = (id) => document.getElementById(id);
 // every page is in), and the request under way, if any.
 const list = { q: '', next: '', shown: 0, total: 0, pages: 0, loading: null, done: false };
 let pageRows = PAGE_ROWS;
+// `?template=ID` lists only the runs of that job template.
+let onlyTemplate = '';
 let observer = null;
+// Template id → promise of its history (null when it could not load).
+const histories = new Map();
+let flagged = 0;
 
 function row(j) {
   const live = Date.now() - j.last <= LIVE_WINDOW_MS;
   return el('tr', { dataset: { job: j.job_id } },
     el('td', { class: 'name' }, el('a', { href: `/jobs/${pathSegment(j.job_id)}` }, j.job_id),
       live ? el('span', { class: 'live' }, 'live') : null),
+    el('td', { class: 'template' }, j.template_id
+      ? el('a', { href: templateURL(j.template_id), title: `template ${j.template_id}` }, j.template_name || `template ${j.template_id}`)
+      : el('span', { class: 'muted' }, '–')),
     el('td', { class: 'time' }, j.first ? fmtDateTime(j.first) : '–'),
     el('td', { class: 'num' }, j.first ? fmtDuration(j.last - j.first) : '–'),
     el('td', { class: 'num' }, fmtCount(j.tasks)),
@@ -30,8 +46,9 @@ function row(j) {
 }
 
 function note() {
-  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} jobs`;
-  if (list.total === 0 && !list.q) text = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
+  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} jobs${onlyTemplate ? ` of template ${onlyTemplate}` : ''}`;
+  if (list.total === 0 && onlyTemplate) text = `No job of template ${onlyTemplate}${list.q ? ` has an id containing “${list.q}”` : ''}.`;
+  else if (list.total === 0 && !list.q) text = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
   else if (list.total === 0) text = `No job id contains “${list.q}”.`;
   else if (!list.done) text += ' · scroll for more';
   $('jobs-note').textContent = text;
@@ -46,6 +63,7 @@ async function loadPage() {
   list.loading = ctl;
   const params = new URLSearchParams({ limit: String(pageRows) });
   if (list.q) params.set('q', list.q);
+  if (onlyTemplate) params.set('template', onlyTemplate);
   if (list.next) params.set('cursor', list.next);
   try {
     const resp = await fetch(`/api/v1/jobs?${params}`, { headers: { Accept: 'application/json' }, signal: ctl.signal });
@@ -54,6 +72,7 @@ async function loadPage() {
     if (list.loading !== ctl) return;
     const jobs = body.jobs || [];
     $('jobs-body').append(...jobs.map(row));
+    flagRegressions(jobs);
     list.shown += jobs.length;
     list.total = body.total || 0;
     list.next = body.next || '';
@@ -68,13 +87,42 @@ async function loadPage() {
   } finally {
     if (list.loading === ctl) list.loading = null;
   }
-  window.peakline = { ready: true, jobs: list.shown, total: list.total, pages: list.pages, done: list.done, q: list.q };
+  window.peakline = { ready: true, jobs: list.shown, total: list.total, pages: list.pages, done: list.done, q: list.q, histories: histories.size, flagged };
   // Observing again reports whether the end of the table is still in
   // view (a short page), which loads the page after at once.
   if (observer && !list.done) {
     observer.unobserve($('jobs-more'));
     observer.observe($('jobs-more'));
   }
+}
+
+// templateHistory fetches a template's history once; null when it fails or when
+// MAX_TEMPLATES histories were asked for already.
+function templateHistory(id) {
+  if (!histories.has(id)) {
+    if (histories.size >= MAX_TEMPLATES) return Promise.resolve(null);
+    histories.set(id, fetch(historyURL(id), { headers: { Accept: 'application/json' } })
+      .then((r) => (r.ok ? r.json() : null))
+      .catch(() => null));
+  }
+  return histories.get(id);
+}
+
+// flagRegressions marks the rows of jobs whose template's history flags
+// regressions in them.
+async function flagRegressions(jobs) {
+  await Promise.all(jobs.filter((j) => j.template_id).map(async (j) => {
+    const h = await templateHistory(j.template_id);
+    if (!h) return;
+    const regs = jobRegressions(h, j.job_id);
+    const tr = document.querySelector(`#jobs-body tr[data-job="${CSS.escape(j.job_id)}"]`);
+    if (!tr || !regs.length) return;
+    tr.classList.add('regressed');
+    const title = regs.map(({ task, reg }) => `${task.name}: ${regressionText(reg)}`).join('\n');
+    tr.querySelector('td.name').append(el('span', { class: 'badge regression', title }, `${regs.length} regression${regs.length === 1 ? '' : 's'}`));
+    flagged++;
+  }));
+  if (window.peakline) window.peakline.flagged = flagged;
 }
 
 // restart shows the first page of the list filtered by q.
@@ -93,6 +141,7 @@ async function start() {
   const n = Number(params.get('limit'));
   if (Number.isInteger(n) && n >= 1 && n <= 5000) pageRows = n;
   const q = (params.get('q') || '').trim();
+  onlyTemplate = (params.get('template') || '').trim();
   $('filter').value = q;
   let timer = 0;
   $('filter').addEventListener('input', () => {

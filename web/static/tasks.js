@@ -17,6 +17,8 @@ const COLUMNS = [
   { key: 'start', label: 'Start', value: (t) => t.start, dir: 1 },
   { key: 'duration', label: 'Duration', value: (t) => t.end - t.start, dir: -1, num: true },
   { key: 'samples', label: 'Samples', value: totalSamples, dir: -1, num: true },
+  // Shown only for a job of a template with history (setUsual).
+  { key: 'usual', label: 'vs usual', title: 'this run against the median of the template\'s other runs', value: (t, table) => table.usualFactor(t), dir: -1, optional: true },
   ...RESOURCE_ORDER.flatMap((r) => [
     { key: `max.${r}`, group: r, label: 'max', value: (t) => t.max[r] ?? -Infinity, dir: -1, num: true, resource: r, stat: 'max' },
     { key: `mean.${r}`, group: r, label: 'mean', value: (t) => t.mean[r] ?? -Infinity, dir: -1, num: true, resource: r, stat: 'mean' },
@@ -36,6 +38,7 @@ export class TaskTable {
     this.caption = el('caption');
     this.more = el('div', { class: 'more' });
     this.shown = [];
+    this.usual = null; // task → "vs usual" summary or null (setUsual)
     // One listener for all rows: a row's task is this.shown[row index].
     const rowTask = (e) => {
       const tr = e.target.closest && e.target.closest('tbody tr[data-i]');
@@ -60,6 +63,20 @@ export class TaskTable {
     this.render();
   }
 
+  // setUsual adds the "vs usual" column: usual(task) returns {text,
+  // title, regressed, factor} or null for a task without history; null
+  // removes the column.
+  setUsual(usual) {
+    this.usual = usual;
+    this.render();
+  }
+
+  usualFactor(t) {
+    const u = this.usual && this.usual(t);
+    if (!u || !Number.isFinite(u.factor)) return -Infinity;
+    return (u.regressed ? 1e6 : 0) + u.factor;
+  }
+
   sortBy(key) {
     const col = COLUMNS.find((c) => c.key === key);
     if (this.sortKey === key) this.sortDir = -this.sortDir; else { this.sortKey = key; this.sortDir = col.dir; }
@@ -69,11 +86,11 @@ export class TaskTable {
   }
 
   render() {
-    const cols = COLUMNS.filter((c) => !c.resource || this.resources.includes(c.resource));
+    const cols = COLUMNS.filter((c) => (!c.resource || this.resources.includes(c.resource)) && (!c.optional || this.usual));
     const col = cols.find((c) => c.key === this.sortKey) || cols[0];
     const sorted = this.tasks.slice().sort((a, b) => {
-      const va = col.value(a);
-      const vb = col.value(b);
+      const va = col.value(a, this);
+      const vb = col.value(b, this);
       if (va < vb) return -this.sortDir;
       if (va > vb) return this.sortDir;
       return a.start - b.start;
@@ -153,6 +170,12 @@ export class TaskTable {
           break;
         case 'start': td = el('td', { class: 'time' }, fmtClock(t.start, true)); break;
         case 'duration': td = el('td', { class: 'num' }, fmtDuration(t.end - t.start)); break;
+        case 'usual': {
+          const u = this.usual(t);
+          td = el('td', { class: `vs-usual${u && u.regressed ? ' regressed' : ''}${u && !u.metric ? ' as-usual' : ''}`, title: u ? u.title : 'no history: this task is not in enough other runs of the template' },
+            u ? u.text : '—');
+          break;
+        }
         case 'samples':
           td = el('td', { class: 'num', title: this.resources.map((r) => `${RESOURCES[r].label}: ${t.samples[r] || 0}`).join(', ') }, fmtCount(totalSamples(t)));
           break;

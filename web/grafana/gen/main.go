@@ -94,8 +94,14 @@ func ptr[T any](v T) *T { return &v }
 // variable, which defaults to the provisioned Peakline data source.
 var ds = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${datasource}")}
 
-// Dashboard builds the job dashboard.
+// Dashboard builds the job dashboard, with the job template view
+// (template.go) after the job's panels.
 func Dashboard() *dashboard.DashboardBuilder {
+	return withTemplateView(jobDashboard())
+}
+
+// jobDashboard builds the panels and variables of one job.
+func jobDashboard() *dashboard.DashboardBuilder {
 	return dashboard.NewDashboardBuilder("Peakline: Ansible job").
 		Uid(DashboardUID).
 		Description("Per-task CPU, memory and PIDs of one Ansible job, from Peakline's Prometheus-compatible API. Click a point to open the job events of its task in AWX.").

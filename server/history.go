@@ -1,0 +1,207 @@
+package server
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"weak"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/peakline/peakline/server/graphpayload"
+	"github.com/peakline/peakline/tsdb"
+	"github.com/peakline/peakline/tsdb/history"
+)
+
+// Bounds of GET /api/v1/templates/{id}/history.
+const (
+	defaultHistoryRuns = 20
+	maxHistoryRuns     = 100
+	// maxHistoryTasks caps the tasks of one answer; the answer's
+	// tasks_omitted counts those left out.
+	maxHistoryTasks = 1000
+)
+
+// DefaultRegressionFactor is the factor of the regression rule when
+// Config.RegressionFactor is 0 (see history.Rule).
+const DefaultRegressionFactor = 1.5
+
+// errNoSuchRun marks a job= that is not a run of the template; the
+// message of a noSuchRunError says which.
+var errNoSuchRun = errors.New("not a run of the template")
+
+type noSuchRunError struct{ job, template string }
+
+func (e *noSuchRunError) Error() string {
+	return fmt.Sprintf("job: %q is not a run of template %q", e.job, e.template)
+}
+func (e *noSuchRunError) Unwrap() error { return errNoSuchRun }
+
+// templateHistory answers GET /api/v1/templates/{id}/history?last=N[&job=ID]:
+// the template's last N runs (default 20, at most 100) oldest first, or
+// with job the N runs ending at that job; every task matched across them
+// with its statistics per run, and the regressions the rule flags
+// (package tsdb/history). The runs are read with the same per-job reads
+// as the tasks payload, so a remote backend serves them too.
+func (s *Server) templateHistory(c echo.Context) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return badRequest("id: the template id in the path is not properly escaped: %v", err)
+	}
+	if err := checkTemplateID("id", id); err != nil {
+		return err
+	}
+	last, err := historyLast(c.QueryParam("last"))
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	ids, err := s.store.TemplateJobs(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Order the runs by their spans (chunk bounds, cached): only the runs
+	// of the window are read.
+	spans, err := s.store.Spans(ctx)
+	if err != nil {
+		return err
+	}
+	ofTemplate := make(map[string]bool, len(ids))
+	for _, jid := range ids {
+		ofTemplate[jid] = true
+	}
+	runSpans := spans[:0]
+	for _, sp := range spans {
+		if ofTemplate[sp.ID] {
+			runSpans = append(runSpans, sp)
+		}
+	}
+	slices.SortFunc(runSpans, func(a, b tsdb.Span) int {
+		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
+	})
+	end := len(runSpans)
+	if job := c.QueryParam("job"); job != "" {
+		i := slices.IndexFunc(runSpans, func(sp tsdb.Span) bool { return sp.ID == job })
+		if i < 0 {
+			return &noSuchRunError{job: job, template: id}
+		}
+		end = i + 1
+	}
+	runSpans = runSpans[max(0, end-last):end]
+	sums := make([]tsdb.Summary, 0, len(runSpans))
+	for _, sp := range runSpans {
+		sum, err := s.store.Summary(ctx, sp.ID)
+		if errors.Is(err, tsdb.ErrJobNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		sums = append(sums, sum)
+	}
+	runs := make([]history.Run, len(sums))
+	name := ""
+	for i, sum := range sums {
+		job, err := s.store.ReadJob(ctx, sum.ID, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		runs[i] = s.runs.get(job, sum)
+		if sum.Info.TemplateName != "" {
+			name = sum.Info.TemplateName // the newest name wins
+		}
+	}
+	return c.JSON(http.StatusOK, history.Build(id, name, runs, s.regressionRule(), maxHistoryTasks))
+}
+
+// historyLast parses last=N.
+func historyLast(v string) (int, error) {
+	if v == "" {
+		return defaultHistoryRuns, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxHistoryRuns {
+		return 0, badRequest("last: must be a whole number of runs from 1 to %d, got %q", maxHistoryRuns, v)
+	}
+	return n, nil
+}
+
+// historyRun turns a job read in full into a run of its template: every
+// task with the exact max and mean of the tasks payload
+// (graphpayload.Summaries) and its CPU seconds.
+func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
+	cols, spans := graphInput(job)
+	var lastCounter int64
+	if job.LastEvent != nil {
+		lastCounter = job.LastEvent.Counter
+	}
+	stats := graphpayload.Summaries(cols, spans, lastCounter)
+	var cpu []float64
+	for _, c := range job.Columns {
+		if c.Resource.Name == "cpu" {
+			cpu = history.CPUSeconds(nil, c.Ts, c.Vs, c.Task, len(job.Tasks))
+		}
+	}
+	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks))}
+	for i, t := range job.Tasks {
+		tr := history.TaskRun{Counter: t.Counter, Name: t.Name, Play: t.Play, Role: t.Role, Path: t.Path,
+			StartMs: t.StartMs, EndMs: t.EndMs, Max: history.StatsOf(stats[i].Max), Mean: history.StatsOf(stats[i].Mean)}
+		if cpu != nil {
+			tr.CPUSeconds = cpu[i]
+		}
+		run.Tasks[i] = tr
+	}
+	return run
+}
+
+// runCache keeps the history.Run of each job computed from the *tsdb.Job
+// the store handed out. The store hands out the same *Job for a job read
+// in full until the job is written, deleted or evicted, so an entry is
+// good while the job ReadJob returns is the one it was computed from; a
+// weak pointer tells, without keeping an evicted job in memory. Safe for
+// concurrent use.
+type runCache struct {
+	mu sync.Mutex
+	m  map[string]runEntry
+}
+
+type runEntry struct {
+	job weak.Pointer[tsdb.Job]
+	run history.Run
+}
+
+// maxRunCache bounds the jobs runCache remembers; past it, it starts
+// over.
+const maxRunCache = 4096
+
+func newRunCache() *runCache { return &runCache{m: map[string]runEntry{}} }
+
+// get returns the run of job, computing it on a miss.
+func (c *runCache) get(job *tsdb.Job, sum tsdb.Summary) history.Run {
+	c.mu.Lock()
+	e, ok := c.m[job.ID]
+	c.mu.Unlock()
+	if ok && e.job.Value() == job {
+		return e.run
+	}
+	run := historyRun(job, sum)
+	c.mu.Lock()
+	if len(c.m) >= maxRunCache {
+		clear(c.m)
+	}
+	c.m[job.ID] = runEntry{job: weak.Make(job), run: run}
+	c.mu.Unlock()
+	return run
+}
+
+// regressionRule is the default rule with the configured factor.
+func (s *Server) regressionRule() history.Rule {
+	r := history.DefaultRule()
+	r.Factor = s.cfg.RegressionFactor
+	return r
+}

@@ -1,0 +1,178 @@
+package history
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// History is the answer of GET /api/v1/templates/{id}/history.
+type History struct {
+	TemplateID   string      `json:"template_id"`
+	TemplateName string      `json:"template_name"`
+	Runs         []RunEntry  `json:"runs"`  // oldest first
+	Tasks        []TaskEntry `json:"tasks"` // see the package doc for the order
+	// TasksOmitted counts the tasks past the answer's cap (MaxTasks of
+	// Build), left out from the end of the order.
+	TasksOmitted int `json:"tasks_omitted"`
+}
+
+// RunEntry is one run of the window.
+type RunEntry struct {
+	JobID  string `json:"job_id"`
+	Start  int64  `json:"start"`
+	End    int64  `json:"end"`
+	Status string `json:"status"`
+}
+
+// TaskEntry is one task across the runs it appears in.
+type TaskEntry struct {
+	Key         string         `json:"key"`
+	Name        string         `json:"name"`
+	Play        string         `json:"play"`
+	Role        string         `json:"role"`
+	TaskPath    string         `json:"task_path"`
+	Runs        []TaskRunEntry `json:"runs"`        // one per run it appears in, oldest first
+	Regressions []Regression   `json:"regressions"` // in run order, then Metrics order
+}
+
+// TaskRunEntry is one task in one run: its counter there, duration, CPU
+// seconds, and exact max and mean per resource with samples.
+type TaskRunEntry struct {
+	JobID      string   `json:"job_id"`
+	Counter    int64    `json:"counter"`
+	Start      int64    `json:"start"`
+	DurationMs int64    `json:"duration_ms"`
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"` // absent without CPU samples
+	Max        Stats    `json:"max"`
+	Mean       Stats    `json:"mean"`
+}
+
+// Regression is a run's value of a task's metric that the Rule flags.
+// Factor is Value / Baseline rounded to two decimals, null when the
+// baseline is 0.
+type Regression struct {
+	JobID    string   `json:"job_id"`
+	Metric   string   `json:"metric"`
+	Value    float64  `json:"value"`
+	Baseline float64  `json:"baseline"`
+	Factor   *float64 `json:"factor"`
+}
+
+// Build matches the tasks of runs (oldest first), flags regressions with
+// rule and returns the history document holding at most maxTasks tasks
+// (<= 0: all). It does not modify runs; the document shares the runs'
+// Max and Mean figures.
+func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int) History {
+	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{}}
+	for i, r := range runs {
+		h.Runs[i] = RunEntry{JobID: r.JobID, Start: r.StartMs, End: r.EndMs, Status: r.Status}
+	}
+	tasks := Match(runs)
+	if maxTasks > 0 && len(tasks) > maxTasks {
+		h.TasksOmitted = len(tasks) - maxTasks
+		tasks = tasks[:maxTasks]
+	}
+	for _, t := range tasks {
+		e := TaskEntry{Key: t.Key, Name: t.Name, Play: t.Play, Role: t.Role, TaskPath: t.Path, Runs: []TaskRunEntry{}, Regressions: Flag(runs, t, rule)}
+		for ri, at := range t.At {
+			if at < 0 {
+				continue
+			}
+			tr := &runs[ri].Tasks[at]
+			re := TaskRunEntry{JobID: runs[ri].JobID, Counter: tr.Counter, Start: tr.StartMs, DurationMs: tr.EndMs - tr.StartMs, Max: tr.Max, Mean: tr.Mean}
+			if tr.Max.CPU != nil {
+				s := tr.CPUSeconds
+				re.CPUSeconds = &s
+			}
+			e.Runs = append(e.Runs, re)
+		}
+		h.Tasks = append(h.Tasks, e)
+	}
+	return h
+}
+
+// Flag returns the regressions of task t across runs: for each run where
+// the task has a value of a metric, that value checked by rule against
+// the task's values of the metric in the other runs.
+//
+// The values of a metric are sorted once; the median of the others is
+// read from them skipping the run's own value, and only a value that
+// passes the factor and the floor against it goes through rule.Check
+// (which also decides on the spread), so a quiet task costs one sort per
+// metric.
+func Flag(runs []Run, t Task, rule Rule) []Regression {
+	out := []Regression{}
+	vals := make([]float64, len(runs))
+	has := make([]bool, len(runs))
+	sorted := make([]float64, 0, len(runs))
+	var others []float64
+	for _, m := range Metrics {
+		sorted = sorted[:0]
+		for ri, at := range t.At {
+			has[ri] = false
+			if at >= 0 {
+				if vals[ri], has[ri] = runs[ri].Tasks[at].Value(m); has[ri] {
+					sorted = append(sorted, vals[ri])
+				}
+			}
+		}
+		if len(sorted)-1 < rule.MinOthers || len(sorted) < 2 {
+			continue
+		}
+		slices.Sort(sorted)
+		for ri := range runs {
+			if !has[ri] {
+				continue
+			}
+			k, _ := slices.BinarySearch(sorted, vals[ri])
+			base := medianWithout(sorted, k)
+			if inc := vals[ri] - base; !(vals[ri] >= rule.Factor*base && inc >= rule.Floors[m] && inc > 0) {
+				continue
+			}
+			others = others[:0]
+			for rj := range runs {
+				if rj != ri && has[rj] {
+					others = append(others, vals[rj])
+				}
+			}
+			base, bad := rule.Check(m, vals[ri], others)
+			if !bad {
+				continue
+			}
+			r := Regression{JobID: runs[ri].JobID, Metric: m, Value: vals[ri], Baseline: base}
+			if base > 0 {
+				f := math.Round(vals[ri]/base*100) / 100
+				r.Factor = &f
+			}
+			out = append(out, r)
+		}
+	}
+	sortByRun(out, runs)
+	return out
+}
+
+// medianWithout is the median of sorted without its element k.
+func medianWithout(sorted []float64, k int) float64 {
+	n := len(sorted) - 1
+	at := func(j int) float64 {
+		if j >= k {
+			j++
+		}
+		return sorted[j]
+	}
+	if n%2 == 1 {
+		return at(n / 2)
+	}
+	return (at(n/2-1) + at(n/2)) / 2
+}
+
+// sortByRun orders regressions by run (as in runs), keeping the metric
+// order within a run.
+func sortByRun(rs []Regression, runs []Run) {
+	pos := make(map[string]int, len(runs))
+	for i, r := range runs {
+		pos[r.JobID] = i
+	}
+	slices.SortStableFunc(rs, func(a, b Regression) int { return cmp.Compare(pos[a.JobID], pos[b.JobID]) })
+}

@@ -1,0 +1,165 @@
+package history
+
+import (
+	"strconv"
+	"strings"
+)
+
+// TaskRun is one task of one run, with the statistics the job's tasks
+// payload gives it.
+type TaskRun struct {
+	Counter    int64
+	Name       string
+	Play, Role string
+	Path       string // task_path as the job events give it; "" unknown
+	StartMs    int64
+	EndMs      int64
+	// Max and Mean hold the exact high-water mark and mean of each
+	// resource with samples in the task.
+	Max, Mean Stats
+	// CPUSeconds is the CPU time of the task (see CPUSeconds); valid
+	// when Max has CPU.
+	CPUSeconds float64
+}
+
+// Stats holds one figure per resource; nil where the task has no
+// samples of it. It encodes as the tasks payload's maps do:
+// {"cpu": 95.1, "memory": 232000000, "pids": 11}, absent resources left
+// out.
+type Stats struct {
+	CPU    *float64 `json:"cpu,omitempty"`
+	Memory *float64 `json:"memory,omitempty"`
+	PIDs   *float64 `json:"pids,omitempty"`
+}
+
+// StatsOf makes Stats of a map by resource name ("cpu", "memory",
+// "pids"), as downsample's task summaries hold them.
+func StatsOf(m map[string]float64) Stats {
+	get := func(name string) *float64 {
+		if v, ok := m[name]; ok {
+			return &v
+		}
+		return nil
+	}
+	return Stats{CPU: get("cpu"), Memory: get("memory"), PIDs: get("pids")}
+}
+
+// Run is one run (job) of a template.
+type Run struct {
+	JobID   string
+	StartMs int64
+	EndMs   int64
+	Status  string
+	Tasks   []TaskRun // in start order
+}
+
+// Task is one task matched across runs (see the package doc).
+type Task struct {
+	Key  string
+	Name string
+	Play string
+	Role string
+	Path string // normalised task_path of the newest run it appears in
+	// At holds, per run (in the order given to Match), the index into
+	// that run's Tasks of this task, or -1 where the run lacks it.
+	At []int
+}
+
+// NormalizePath drops the per-run part of a task_path: it keeps what
+// follows the first "/project/", else what starts at
+// "ansible_collections/", else the whole path.
+func NormalizePath(p string) string {
+	if i := strings.Index(p, "/project/"); i >= 0 {
+		return p[i+len("/project/"):]
+	}
+	if i := strings.Index(p, "ansible_collections/"); i >= 0 {
+		return p[i:]
+	}
+	return p
+}
+
+type nameKey struct{ play, role, name string }
+
+type exactKey struct {
+	nameKey
+	path string
+	n    int // position among the run's tasks of the same name key and path
+}
+
+// Match matches the tasks of runs (oldest first) by the rule of the
+// package doc and returns the tasks in the package doc's order. It does
+// not modify runs.
+func Match(runs []Run) []Task {
+	var tasks []Task
+	exact := map[exactKey]int{}   // → index into tasks
+	byName := map[nameKey][]int{} // → indices into tasks, in order
+	newTask := func(ri int, tr *TaskRun, path string) int {
+		t := Task{Name: tr.Name, Play: tr.Play, Role: tr.Role, Path: path, At: make([]int, len(runs))}
+		for i := range t.At {
+			t.At[i] = -1
+		}
+		tasks = append(tasks, t)
+		k := nameKey{tr.Play, tr.Role, tr.Name}
+		byName[k] = append(byName[k], len(tasks)-1)
+		return len(tasks) - 1
+	}
+	for ri := len(runs) - 1; ri >= 0; ri-- {
+		run := runs[ri].Tasks
+		keys := make([]exactKey, len(run))
+		seen := map[exactKey]int{}
+		for i := range run {
+			k := exactKey{nameKey: nameKey{run[i].Play, run[i].Role, run[i].Name}, path: NormalizePath(run[i].Path)}
+			n := seen[k]
+			seen[k] = n + 1
+			k.n = n
+			keys[i] = k
+		}
+		match := make([]int, len(run))
+		used := map[int]bool{}
+		for i, k := range keys { // 1: exact
+			match[i] = -1
+			if ti, ok := exact[k]; ok && !used[ti] {
+				match[i], used[ti] = ti, true
+			}
+		}
+		for i, k := range keys { // 2: moved
+			if match[i] >= 0 {
+				continue
+			}
+			for _, ti := range byName[k.nameKey] {
+				if !used[ti] {
+					match[i], used[ti] = ti, true
+					break
+				}
+			}
+		}
+		for i, k := range keys { // 3: new
+			if match[i] < 0 {
+				match[i] = newTask(ri, &run[i], k.path)
+			}
+			tasks[match[i]].At[ri] = i
+			if _, ok := exact[k]; !ok {
+				exact[k] = match[i]
+			}
+		}
+	}
+	setKeys(tasks)
+	return tasks
+}
+
+// setKeys gives each task its key: "path name", or the name alone,
+// suffixed " #n" from the second task sharing one.
+func setKeys(tasks []Task) {
+	count := map[string]int{}
+	for i := range tasks {
+		k := tasks[i].Name
+		if tasks[i].Path != "" {
+			k = tasks[i].Path + " " + k
+		}
+		count[k]++
+		if n := count[k]; n > 1 {
+			k += " #" + strconv.Itoa(n)
+		}
+		tasks[i].Key = k
+	}
+}

@@ -1,0 +1,120 @@
+package history
+
+import (
+	"math"
+	"slices"
+)
+
+// Metrics compared across runs, as the history API names them.
+const (
+	MetricDuration   = "duration_ms" // the task's end − start, ms
+	MetricCPUMax     = "cpu_max"     // high-water mark of CPU, percent of one CPU
+	MetricCPUSeconds = "cpu_seconds" // CPU time, seconds (see CPUSeconds)
+	MetricMemoryMax  = "memory_max"  // high-water mark of memory, bytes
+	MetricPIDsMax    = "pids_max"    // high-water mark of the process count
+)
+
+// Metrics lists every compared metric, in the order regressions are
+// reported.
+var Metrics = []string{MetricDuration, MetricCPUMax, MetricCPUSeconds, MetricMemoryMax, MetricPIDsMax}
+
+// Value returns a task run's value of metric, and false when the run has
+// no samples of its resource.
+func (t *TaskRun) Value(metric string) (float64, bool) {
+	var p *float64
+	switch metric {
+	case MetricDuration:
+		return float64(t.EndMs - t.StartMs), true
+	case MetricCPUMax:
+		p = t.Max.CPU
+	case MetricCPUSeconds:
+		if t.Max.CPU != nil {
+			return t.CPUSeconds, true
+		}
+	case MetricMemoryMax:
+		p = t.Max.Memory
+	case MetricPIDsMax:
+		p = t.Max.PIDs
+	}
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
+}
+
+// Rule decides whether a run's value of a task's metric is a regression
+// against the same task's values in the other runs of the window:
+//
+//	baseline = median(others)
+//	spread   = 1.4826 × median(|others − baseline|)   (MAD, scaled to σ for normal noise)
+//	regression ⇔ len(others) ≥ MinOthers
+//	             ∧ value ≥ Factor × baseline
+//	             ∧ value − baseline > K × spread
+//	             ∧ value − baseline ≥ Floors[metric]
+//
+// Median and MAD ignore one odd run among the others, so a heavy run
+// does not hide the next. The factor keeps a doubling of a very steady
+// value (tiny spread) from passing on spread alone when it is small in
+// relative terms; the spread keeps a noisy task from alarming on its
+// usual swings; the floor, on the increase, keeps small values quiet (a
+// 40 ms task taking 90 ms, a handful of MiB).
+type Rule struct {
+	Factor    float64            // default 1.5
+	K         float64            // default 3
+	MinOthers int                // default 3
+	Floors    map[string]float64 // per metric, in its unit; see DefaultFloors
+}
+
+// DefaultFloors are the smallest increases over the baseline that count:
+// 1 s of duration, 20 points of CPU percent, 1 CPU second, 32 MiB of
+// memory, 5 processes.
+var DefaultFloors = map[string]float64{
+	MetricDuration:   1000,
+	MetricCPUMax:     20,
+	MetricCPUSeconds: 1,
+	MetricMemoryMax:  32 << 20,
+	MetricPIDsMax:    5,
+}
+
+// DefaultRule returns the rule with its default factor 1.5, K 3, three
+// other runs at least, and DefaultFloors.
+func DefaultRule() Rule {
+	return Rule{Factor: 1.5, K: 3, MinOthers: 3, Floors: DefaultFloors}
+}
+
+// madScale makes the MAD an estimate of the standard deviation of normal
+// noise.
+const madScale = 1.4826
+
+// Check returns the baseline of others and whether value is a regression
+// of metric against them. It does not modify others. With fewer than
+// MinOthers values the baseline is their median (NaN for none) and
+// nothing is a regression.
+func (r Rule) Check(metric string, value float64, others []float64) (baseline float64, regressed bool) {
+	if len(others) == 0 {
+		return math.NaN(), false
+	}
+	sorted := slices.Clone(others)
+	slices.Sort(sorted)
+	baseline = median(sorted)
+	if len(others) < r.MinOthers {
+		return baseline, false
+	}
+	dev := make([]float64, len(sorted))
+	for i, v := range sorted {
+		dev[i] = math.Abs(v - baseline)
+	}
+	slices.Sort(dev)
+	spread := madScale * median(dev)
+	inc := value - baseline
+	return baseline, value >= r.Factor*baseline && inc > r.K*spread && inc >= r.Floors[metric] && inc > 0
+}
+
+// median of sorted, which is not empty.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}

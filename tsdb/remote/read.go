@@ -1,0 +1,563 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Reads. Raw samples come from VictoriaMetrics' /api/v1/export where the
+// engine answers it (one streaming request, no query limits), else from
+// an instant query of a range selector, SEL[Dms] at the window's end:
+// range selectors leave out their left edge, so D is one millisecond
+// more than the window. A window the engine refuses as too large is
+// split in halves until it passes (down to minWindowMs).
+
+// minWindowMs is the smallest window a read is split into: one second.
+const minWindowMs = 1000
+
+// Querier returns a querier of [mintMs, maxtMs]. The engine is asked at
+// Select time; nothing is held open.
+func (c *Client) Querier(mintMs, maxtMs int64) (storage.Querier, error) {
+	return &querier{c: c, mint: mintMs, maxt: maxtMs}, nil
+}
+
+// ChunkQuerier returns a chunk querier of [mintMs, maxtMs]: the series
+// read as Querier reads them, their samples encoded as XOR chunks.
+func (c *Client) ChunkQuerier(mintMs, maxtMs int64) (storage.ChunkQuerier, error) {
+	return &chunkQuerier{querier{c: c, mint: mintMs, maxt: maxtMs}}, nil
+}
+
+type chunkQuerier struct{ querier }
+
+func (cq *chunkQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return cq.selectChunks(ctx, hints, ms)
+}
+
+type querier struct {
+	c          *Client
+	mint, maxt int64
+}
+
+func (q *querier) Close() error { return nil }
+
+// window is the part of [q.mint, q.maxt] hints ask for.
+func (q *querier) window(hints *storage.SelectHints) (int64, int64) {
+	lo, hi := q.mint, q.maxt
+	if hints != nil {
+		lo, hi = max(lo, hints.Start), min(hi, hints.End)
+	}
+	return max(lo, 0), min(hi, math.MaxInt64/2)
+}
+
+// Select reads the series ms select with every sample in the window,
+// sorted by labels whatever sortSeries says. Hints asking for labels only
+// (Func "series") read the series API.
+func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	list, err := q.selectSeries(ctx, hints, ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{list: list, i: -1}
+}
+
+// selectSeries reads the series Select returns.
+func (q *querier) selectSeries(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
+	lo, hi := q.window(hints)
+	if lo > hi {
+		return nil, nil
+	}
+	sel := Selector(ms)
+	var all []*series
+	var err error
+	switch {
+	case hints != nil && hints.Func == "series":
+		all, err = q.c.series(ctx, sel, lo, hi)
+	default:
+		all, err = q.c.samples(ctx, sel, lo, hi)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return q.c.merge(all), nil
+}
+
+// selectChunks reads what Select returns, as chunks.
+func (q *querier) selectChunks(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) storage.ChunkSeriesSet {
+	list, err := q.selectSeries(ctx, hints, ms)
+	if err != nil {
+		return storage.ErrChunkSeriesSet(err)
+	}
+	out := make([]storage.ChunkSeries, len(list))
+	for i, s := range list {
+		chks, err := s.chunks()
+		if err != nil {
+			return storage.ErrChunkSeriesSet(fmt.Errorf("encode samples of %s: %w", s.ls, err))
+		}
+		out[i] = &storage.ChunkSeriesEntry{Lset: s.ls, ChunkIteratorFn: func(chunks.Iterator) chunks.Iterator {
+			return storage.NewListChunkSeriesIterator(chks...)
+		}}
+	}
+	return &chunkSeriesSet{list: out, i: -1}
+}
+
+// samples reads the raw samples of sel in [loMs, hiMs].
+func (c *Client) samples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	if c.export.Load() != 2 {
+		out, err := c.exportSamples(ctx, sel, loMs, hiMs)
+		if err == nil {
+			c.export.Store(1)
+			return out, nil
+		}
+		if !errors.Is(err, errNoExport) {
+			return nil, err
+		}
+		c.export.Store(2)
+	}
+	return c.rangeSamples(ctx, sel, loMs, hiMs)
+}
+
+var errNoExport = errors.New("no /api/v1/export")
+
+// exportSamples reads VictoriaMetrics' export format: one JSON object
+// per line and series.
+func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := c.post(ctx, "/api/v1/export", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil, errNoExport
+	}
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("export %s: %w", sel, statusError("export", resp.StatusCode, msg))
+	}
+	var out []*series
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			s, perr := parseExportLine(line)
+			if perr != nil {
+				return nil, fmt.Errorf("%w: export %s: %v", ErrUnavailable, sel, perr)
+			}
+			out = append(out, s)
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: export %s: read: %v", ErrUnavailable, sel, err)
+		}
+	}
+}
+
+// exportLine is one line of /api/v1/export.
+type exportLine struct {
+	Metric     map[string]string `json:"metric"`
+	Values     []float64         `json:"values"`
+	Timestamps []int64           `json:"timestamps"`
+}
+
+// parseExportLine reads one export line. The arrays, nearly all of its
+// bytes, are read by hand (encoding/json spent most of a large job's
+// read on them); a line of another shape goes to encoding/json whole.
+func parseExportLine(line []byte) (*series, error) {
+	var l exportLine
+	vi := bytes.Index(line, []byte(`,"values":[`))
+	ti := bytes.Index(line, []byte(`],"timestamps":[`))
+	ok := bytes.HasPrefix(line, []byte(`{"metric":`)) && vi > 0 && ti > vi
+	if ok {
+		if err := json.Unmarshal(line[len(`{"metric":`):vi], &l.Metric); err != nil {
+			return nil, err
+		}
+		l.Values, ok = parseFloats(line[vi+len(`,"values":[`) : ti])
+		rest := line[ti+len(`],"timestamps":[`):]
+		end := bytes.IndexByte(rest, ']')
+		ok = ok && end >= 0 && string(bytes.TrimSpace(rest[end:])) == "]}"
+		if ok {
+			l.Timestamps, ok = parseInts(rest[:end])
+		}
+	}
+	if !ok {
+		l = exportLine{}
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, err
+		}
+	}
+	if len(l.Values) != len(l.Timestamps) {
+		return nil, fmt.Errorf("%d values for %d timestamps", len(l.Values), len(l.Timestamps))
+	}
+	return &series{ls: labels.FromMap(l.Metric), ts: l.Timestamps, vs: l.Values}, nil
+}
+
+// parseFloats reads comma-separated JSON numbers.
+func parseFloats(b []byte) ([]float64, bool) {
+	out := make([]float64, 0, bytes.Count(b, []byte{','})+1)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, ',')
+		if i < 0 {
+			i = len(b)
+		}
+		v, err := strconv.ParseFloat(string(b[:i]), 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		b = b[min(i+1, len(b)):]
+	}
+	return out, true
+}
+
+// parseInts reads comma-separated JSON integers.
+func parseInts(b []byte) ([]int64, bool) {
+	out := make([]int64, 0, bytes.Count(b, []byte{','})+1)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, ',')
+		if i < 0 {
+			i = len(b)
+		}
+		v, err := strconv.ParseInt(string(b[:i]), 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		b = b[min(i+1, len(b)):]
+	}
+	return out, true
+}
+
+// rangeSamples reads sel in [loMs, hiMs] by range selectors, splitting
+// windows the engine refuses as too large.
+func (c *Client) rangeSamples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	out, err := c.rangeQuery(ctx, sel, loMs, hiMs)
+	var ae *apiError
+	if err == nil || !errors.As(err, &ae) || !ae.tooLarge() || hiMs-loMs < minWindowMs {
+		return out, err
+	}
+	mid := loMs + (hiMs-loMs)/2
+	first, err := c.rangeSamples(ctx, sel, loMs, mid)
+	if err != nil {
+		return nil, err
+	}
+	second, err := c.rangeSamples(ctx, sel, mid+1, hiMs)
+	if err != nil {
+		return nil, err
+	}
+	// Windows in time order: merge appends the second after the first.
+	return append(first, second...), nil
+}
+
+// matrix is the data of a range-vector answer.
+type matrix struct {
+	ResultType string `json:"resultType"`
+	Result     []struct {
+		Metric map[string]string `json:"metric"`
+		Values [][2]json.Number  `json:"values"`
+	} `json:"result"`
+}
+
+func (c *Client) rangeQuery(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	expr := fmt.Sprintf("%s[%dms]", sel, hiMs-loMs+1)
+	var m matrix
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}, "nocache": {"1"}}, &m); err != nil {
+		return nil, fmt.Errorf("read %s: %w", expr, err)
+	}
+	if m.ResultType != "matrix" {
+		return nil, fmt.Errorf("%w: read %s: result type %q, want matrix", ErrUnavailable, expr, m.ResultType)
+	}
+	out := make([]*series, 0, len(m.Result))
+	for _, r := range m.Result {
+		s := &series{ls: labels.FromMap(r.Metric), ts: make([]int64, len(r.Values)), vs: make([]float64, len(r.Values))}
+		for i, p := range r.Values {
+			t, err := parseTime(string(p[0]))
+			if err != nil {
+				return nil, fmt.Errorf("%w: read %s: %v", ErrUnavailable, expr, err)
+			}
+			v, err := parseValue(string(p[1]))
+			if err != nil {
+				return nil, fmt.Errorf("%w: read %s: %v", ErrUnavailable, expr, err)
+			}
+			s.ts[i], s.vs[i] = t, v
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Sample is one value of an instant vector.
+type Sample struct {
+	Labels labels.Labels
+	TMs    int64
+	V      float64
+}
+
+// Query evaluates expr at atMs and returns its instant vector. Like every
+// query of the client it asks VictoriaMetrics not to answer from its
+// rollup cache (nocache=1, which other engines ignore): that cache is
+// documented not to see samples written later with old times, as an
+// import of an old job writes them.
+func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, error) {
+	var v struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]json.Number    `json:"value"`
+		} `json:"result"`
+	}
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}, "nocache": {"1"}}, &v); err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	if v.ResultType != "vector" {
+		return nil, fmt.Errorf("%w: query %s: result type %q, want vector", ErrUnavailable, expr, v.ResultType)
+	}
+	out := make([]Sample, len(v.Result))
+	for i, r := range v.Result {
+		t, err := parseTime(string(r.Value[0]))
+		if err != nil {
+			return nil, err
+		}
+		f, err := parseValue(string(r.Value[1]))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Sample{Labels: labels.FromMap(r.Metric), TMs: t, V: f}
+	}
+	return out, nil
+}
+
+// series reads the label sets of sel in [loMs, hiMs] from the series API.
+func (c *Client) series(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+	var data []map[string]string
+	if err := c.api(ctx, "/api/v1/series", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}}, &data); err != nil {
+		return nil, fmt.Errorf("list series %s: %w", sel, err)
+	}
+	out := make([]*series, len(data))
+	for i, m := range data {
+		out[i] = &series{ls: labels.FromMap(m)}
+	}
+	return out, nil
+}
+
+// LabelValues asks the engine for the values of name among the series
+// ms select in the querier's range.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	params := q.labelParams(hints, ms)
+	var vals []string
+	if err := q.c.api(ctx, "/api/v1/label/"+url.PathEscape(name)+"/values", params, &vals); err != nil {
+		return nil, nil, fmt.Errorf("list values of label %s: %w", name, err)
+	}
+	slices.Sort(vals)
+	return vals, nil, nil
+}
+
+// LabelNames asks the engine for the label names of the series ms select.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var names []string
+	if err := q.c.api(ctx, "/api/v1/labels", q.labelParams(hints, ms), &names); err != nil {
+		return nil, nil, fmt.Errorf("list label names: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil, nil
+}
+
+// labelParams are the parameters of the label APIs. The range is always
+// given: VictoriaMetrics answers for the last day only without one.
+func (q *querier) labelParams(hints *storage.LabelHints, ms []*labels.Matcher) url.Values {
+	lo, hi := q.window(nil)
+	p := url.Values{"start": {formatTime(lo)}, "end": {formatTime(hi)}}
+	if len(ms) > 0 {
+		p.Set("match[]", Selector(ms))
+	}
+	if hints != nil && hints.Limit > 0 {
+		p.Set("limit", strconv.Itoa(hints.Limit))
+	}
+	return p
+}
+
+// merge relabels the series read (Config.Relabel), merges those with
+// equal labels and sorts them by labels. Samples of one series end up in
+// strictly increasing time; at a time two of them hold, the later one in
+// all wins.
+func (c *Client) merge(all []*series) []*series {
+	if c.cfg.Relabel != nil {
+		for _, s := range all {
+			s.ls = c.cfg.Relabel(s.ls)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *series) int { return labels.Compare(a.ls, b.ls) })
+	out := all[:0]
+	for _, s := range all {
+		if n := len(out); n > 0 && labels.Equal(out[n-1].ls, s.ls) {
+			out[n-1].ts = append(out[n-1].ts, s.ts...)
+			out[n-1].vs = append(out[n-1].vs, s.vs...)
+			continue
+		}
+		out = append(out, s)
+	}
+	for _, s := range out {
+		s.normalise()
+	}
+	return out
+}
+
+// series is one series read, its samples in memory.
+type series struct {
+	ls labels.Labels
+	ts []int64
+	vs []float64
+}
+
+// normalise sorts the samples by time and keeps the last of those
+// sharing a millisecond.
+func (s *series) normalise() {
+	sorted := true
+	for i := 1; i < len(s.ts); i++ {
+		if s.ts[i] <= s.ts[i-1] {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return
+	}
+	idx := make([]int, len(s.ts))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s.ts[a], s.ts[b]) })
+	ts := make([]int64, 0, len(idx))
+	vs := make([]float64, 0, len(idx))
+	for _, i := range idx {
+		if n := len(ts); n > 0 && ts[n-1] == s.ts[i] {
+			vs[n-1] = s.vs[i]
+			continue
+		}
+		ts, vs = append(ts, s.ts[i]), append(vs, s.vs[i])
+	}
+	s.ts, s.vs = ts, vs
+}
+
+// chunkSamples is the most samples one chunk of a series read holds: as
+// the TSDB cuts them, so that readers sizing from chunks see familiar
+// shapes.
+const chunkSamples = 120
+
+// chunks encodes the samples as XOR chunks of chunkSamples samples.
+func (s *series) chunks() ([]chunks.Meta, error) {
+	out := make([]chunks.Meta, 0, (len(s.ts)+chunkSamples-1)/chunkSamples)
+	for lo := 0; lo < len(s.ts); lo += chunkSamples {
+		hi := min(lo+chunkSamples, len(s.ts))
+		c := chunkenc.NewXORChunk()
+		app, err := c.Appender()
+		if err != nil {
+			return nil, err
+		}
+		for i := lo; i < hi; i++ {
+			app.Append(0, s.ts[i], s.vs[i])
+		}
+		out = append(out, chunks.Meta{Chunk: c, MinTime: s.ts[lo], MaxTime: s.ts[hi-1]})
+	}
+	return out, nil
+}
+
+func (s *series) Labels() labels.Labels { return s.ls }
+
+// Iterator walks the float samples held in memory.
+func (s *series) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return storage.NewListSeriesIterator(samples{s})
+}
+
+// samples presents a series' columns as storage.Samples.
+type samples struct{ s *series }
+
+func (x samples) Len() int                { return len(x.s.ts) }
+func (x samples) Get(i int) chunks.Sample { return fpoint{t: x.s.ts[i], f: x.s.vs[i]} }
+
+// fpoint is one float sample.
+type fpoint struct {
+	t int64
+	f float64
+}
+
+func (p fpoint) T() int64                      { return p.t }
+func (p fpoint) ST() int64                     { return 0 }
+func (p fpoint) F() float64                    { return p.f }
+func (p fpoint) H() *histogram.Histogram       { return nil }
+func (p fpoint) FH() *histogram.FloatHistogram { return nil }
+func (p fpoint) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (p fpoint) Copy() chunks.Sample           { return p }
+
+type seriesSet struct {
+	list []*series
+	i    int
+}
+
+func (ss *seriesSet) Next() bool                        { ss.i++; return ss.i < len(ss.list) }
+func (ss *seriesSet) At() storage.Series                { return ss.list[ss.i] }
+func (ss *seriesSet) Err() error                        { return nil }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+type chunkSeriesSet struct {
+	list []storage.ChunkSeries
+	i    int
+}
+
+func (ss *chunkSeriesSet) Next() bool                        { ss.i++; return ss.i < len(ss.list) }
+func (ss *chunkSeriesSet) At() storage.ChunkSeries           { return ss.list[ss.i] }
+func (ss *chunkSeriesSet) Err() error                        { return nil }
+func (ss *chunkSeriesSet) Warnings() annotations.Annotations { return nil }
+
+// parseTime reads the API's time, unix seconds with up to three
+// decimals, as unix ms, exactly (no float rounding).
+func parseTime(s string) (int64, error) {
+	sec, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || len(frac) > 3 {
+		return 0, fmt.Errorf("bad sample time %q", s)
+	}
+	ms := int64(0)
+	if frac != "" {
+		frac += strings.Repeat("0", 3-len(frac))
+		if ms, err = strconv.ParseInt(frac, 10, 64); err != nil {
+			return 0, fmt.Errorf("bad sample time %q", s)
+		}
+	}
+	if strings.HasPrefix(sec, "-") {
+		return n*1000 - ms, nil
+	}
+	return n*1000 + ms, nil
+}
+
+// parseValue reads a sample value as the API writes it ("1.5", "NaN",
+// "+Inf").
+func parseValue(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad sample value %q", s)
+	}
+	return v, nil
+}
