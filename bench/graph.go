@@ -188,9 +188,12 @@ func runGraph(cmd *cobra.Command, f *graphFlags) error {
 }
 
 // storeJob writes a stream into a fresh store at dir and compacts it: a
-// finished job in blocks.
+// finished job in blocks. The store's clock stands at the job's last
+// event: the synthetic job lies at a fixed time (workload.Start) that a
+// long job stretches past the wall clock, beyond the admission window.
 func storeJob(ctx context.Context, dir string, st *workload.Stream) error {
-	store, err := tsdb.Open(dir, tsdb.Options{CacheSamples: -1}, nil, nil)
+	jobEnd := time.UnixMilli(st.LastEventMs)
+	store, err := tsdb.Open(dir, tsdb.Options{CacheSamples: -1, Now: func() time.Time { return jobEnd }}, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,12 @@
 // Package downsample owns the pure point-selection algorithms that turn a
 // series of raw samples into at most N points for a graph: LTTB, MinMaxLTTB,
 // M4, MinMax and the peak-keeping PeakLTTB that the graph uses by default,
-// plus Select, which runs one of them by name, and the assembly of a job's
-// graph payload from plain columns and task spans (graph.go).
+// plus Select, which runs one of them by name: columns in, indices out.
 //
-// It does not own storage, I/O, HTTP, rendering or the choice of N: it knows
-// nothing of jobs, tasks or resources and imports no other Peakline package.
+// It does not own storage, I/O, HTTP, rendering, the choice of N or the
+// graph payload (server/graphpayload assembles that from the indices): it
+// knows nothing of jobs, tasks or resources and imports no other Peakline
+// package.
 //
 // # Data shape and contracts shared by every algorithm
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/peakline/peakline/downsample"
+	"github.com/peakline/peakline/server/graphpayload"
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -48,7 +49,7 @@ func statusOf(err error) int {
 	case errors.As(err, &he):
 		return he.Code
 	case errors.Is(err, errBadRequest), errors.Is(err, tsdb.ErrInvalid),
-		errors.Is(err, downsample.ErrPoints), errors.Is(err, downsample.ErrUnknownAlgorithm):
+		errors.Is(err, graphpayload.ErrPoints), errors.Is(err, downsample.ErrUnknownAlgorithm):
 		return http.StatusBadRequest
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge

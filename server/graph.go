@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/peakline/peakline/downsample"
+	"github.com/peakline/peakline/server/graphpayload"
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -19,12 +20,12 @@ func (s *Server) graph(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	points, err := intParam(c, "points", downsample.DefaultPoints)
+	points, err := intParam(c, "points", graphpayload.DefaultPoints)
 	if err != nil {
 		return err
 	}
-	if points < downsample.MinPoints || points > downsample.MaxPoints {
-		return badRequest("points: must be an integer between %d and %d, got %d", downsample.MinPoints, downsample.MaxPoints, points)
+	if points < graphpayload.MinPoints || points > graphpayload.MaxPoints {
+		return badRequest("points: must be an integer between %d and %d, got %d", graphpayload.MinPoints, graphpayload.MaxPoints, points)
 	}
 	fromMs, toMs, err := window(c)
 	if err != nil {
@@ -39,7 +40,7 @@ func (s *Server) graph(c echo.Context) error {
 		return err
 	}
 	cols, spans := graphInput(job)
-	req := downsample.GraphRequest{
+	req := graphpayload.GraphRequest{
 		JobID: jobID, Points: points, Algorithm: algo,
 		FromMs: fromMs, ToMs: toMs, EventsURL: s.eventsURL(jobID),
 	}
@@ -56,27 +57,12 @@ func (s *Server) graph(c echo.Context) error {
 			req.ToMs = last
 		}
 	}
-	p, err := downsample.BuildGraph(req, cols, spans)
+	p, err := graphpayload.BuildGraph(req, cols, spans)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, graphAnswer{Payload: p, TemplateID: job.Info.TemplateID, TemplateName: job.Info.TemplateName})
-}
-
-// graphAnswer is the graph payload with the job's template, when it has
-// one (left out otherwise), so the job page can show how the run compares
-// with the template's other runs.
-type graphAnswer struct {
-	*downsample.Payload
-	TemplateID   string `json:"template_id,omitempty"`
-	TemplateName string `json:"template_name,omitempty"`
-}
-
-// taskList is the answer of GET /api/v1/jobs/{job}/tasks.
-type taskList struct {
-	JobID     string                   `json:"job_id"`
-	Tasks     []downsample.TaskSummary `json:"tasks"`
-	EventsURL string                   `json:"events_url,omitempty"`
+	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
+	return c.JSON(http.StatusOK, p)
 }
 
 // tasks answers GET /api/v1/jobs/{job}/tasks: every task with exact
@@ -95,7 +81,7 @@ func (s *Server) tasks(c echo.Context) error {
 	if job.LastEvent != nil {
 		last = job.LastEvent.Counter
 	}
-	return c.JSON(http.StatusOK, taskList{JobID: jobID, Tasks: downsample.Summaries(cols, spans, last), EventsURL: s.eventsURL(jobID)})
+	return c.JSON(http.StatusOK, graphpayload.TaskList{JobID: jobID, Tasks: graphpayload.Summaries(cols, spans, last), EventsURL: s.eventsURL(jobID)})
 }
 
 // eventsURL fills {job_id} into the events template.
@@ -106,15 +92,15 @@ func (s *Server) eventsURL(jobID string) string {
 	return strings.ReplaceAll(s.cfg.EventsURL, "{job_id}", url.PathEscape(jobID))
 }
 
-// graphInput converts a stored job into downsample's plain columns.
-func graphInput(job *tsdb.Job) ([]downsample.Column, []downsample.TaskSpan) {
-	cols := make([]downsample.Column, len(job.Columns))
+// graphInput converts a stored job into the payload's plain columns.
+func graphInput(job *tsdb.Job) ([]graphpayload.Column, []graphpayload.TaskSpan) {
+	cols := make([]graphpayload.Column, len(job.Columns))
 	for i, c := range job.Columns {
-		cols[i] = downsample.Column{Resource: c.Resource.Name, Unit: c.Resource.Unit, Ts: c.Ts, Vs: c.Vs, Task: c.Task}
+		cols[i] = graphpayload.Column{Resource: c.Resource.Name, Unit: c.Resource.Unit, Ts: c.Ts, Vs: c.Vs, Task: c.Task}
 	}
-	spans := make([]downsample.TaskSpan, len(job.Tasks))
+	spans := make([]graphpayload.TaskSpan, len(job.Tasks))
 	for i, t := range job.Tasks {
-		spans[i] = downsample.TaskSpan{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, EndMs: t.EndMs}
+		spans[i] = graphpayload.TaskSpan{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, EndMs: t.EndMs}
 	}
 	return cols, spans
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/peakline/peakline/bench/workload"
 	"github.com/peakline/peakline/server"
@@ -14,17 +15,22 @@ import (
 )
 
 // BenchmarkGraph measures the graph endpoint on a finished synthetic job,
-// in process and over loopback HTTP, per job size:
+// in process and over loopback HTTP, per job size, and in process with the
+// decoded-job cache off (every request decodes the job from the blocks):
 //
 //	go test -run '^$' -bench BenchmarkGraph -benchmem ./server/ | tee new.txt
 //	benchstat old.txt new.txt
 func BenchmarkGraph(b *testing.B) {
 	for _, size := range []int{10_000, 1_000_000} {
-		store, err := tsdb.Open(b.TempDir(), tsdb.Options{}, nil, nil)
+		job := workload.AnsibleJob("bench", workload.JobSpec{Tasks: 200, SamplesPerResource: size, StartMs: 1796009960000}, 1)
+		// The store's clock stands at the job's end: a long synthetic job
+		// reaches past the wall clock, beyond the admission window.
+		jobEnd := time.UnixMilli(job.LastEventMs)
+		dir := b.TempDir()
+		store, err := tsdb.Open(dir, tsdb.Options{Now: func() time.Time { return jobEnd }}, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		job := workload.AnsibleJob("bench", workload.JobSpec{Tasks: 200, SamplesPerResource: size, StartMs: 1796009960000}, 1)
 		if _, err := store.Append(context.Background(), jobBatch(job)); err != nil {
 			b.Fatal(err)
 		}
@@ -71,6 +77,28 @@ func BenchmarkGraph(b *testing.B) {
 			b.ReportMetric(float64(wire), "bytes/wire")
 		})
 		hs.Close()
+		store.Close()
+		// Uncached: the same job decoded from the blocks on every request.
+		store, err = tsdb.Open(dir, tsdb.Options{CacheSamples: -1}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv, err = server.New(server.Config{}, store, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h = srv.Handler()
+		b.Run(name+"/in-process-uncached", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/jobs/bench/graph?points=1000", nil))
+				if rec.Code != 200 || rec.Body.Len() < 1000 {
+					b.Fatalf("graph: %d, %d bytes", rec.Code, rec.Body.Len())
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(3*size), "ns/sample")
+		})
 		store.Close()
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/peakline/peakline/downsample"
+	"github.com/peakline/peakline/server/graphpayload"
 	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/history"
 )
@@ -133,14 +133,14 @@ func historyLast(v string) (int, error) {
 
 // historyRun turns a job read in full into a run of its template: every
 // task with the exact max and mean of the tasks payload
-// (downsample.Summaries) and its CPU seconds.
+// (graphpayload.Summaries) and its CPU seconds.
 func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 	cols, spans := graphInput(job)
 	var lastCounter int64
 	if job.LastEvent != nil {
 		lastCounter = job.LastEvent.Counter
 	}
-	stats := downsample.Summaries(cols, spans, lastCounter)
+	stats := graphpayload.Summaries(cols, spans, lastCounter)
 	var cpu []float64
 	for _, c := range job.Columns {
 		if c.Resource.Name == "cpu" {

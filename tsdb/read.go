@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -40,7 +41,8 @@ type Column struct {
 // tasks. Task ends come from the next task's start, or for the last task
 // from the newest of the job's last event and its last sample. When two
 // series of one resource hold a sample at the same millisecond, the one of
-// the later task is kept so that times strictly increase.
+// the later task is kept so that times strictly increase (between series
+// of one task, the one whose labels sort last).
 //
 // A job read once stays cached (within the store's budget) until it is
 // written to or deleted, so zooming into a finished job does not decode
@@ -83,12 +85,28 @@ func (j *Job) window(fromMs, toMs int64) *Job {
 
 // readJob reads a whole job from the TSDB.
 func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
-	const fromMs, toMs = minTime, maxTime
-	q, err := s.querier(minTime, maxTime) // see store.go
+	q, err := s.chunkQuerier(minTime, maxTime) // see store.go
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}
 	defer q.Close()
+	return readJobFrom(ctx, q, jobID)
+}
+
+// readJobFrom reads a whole job from q: the embedded TSDB's chunk querier
+// or one over another backend. It keeps nothing of q's memory: label
+// values are cloned and samples copied into the job's columns, so the job
+// outlives q.
+//
+// It is built for jobs of millions of samples. The columns are sized from
+// the chunks' sample counts before anything is decoded; each series is
+// decoded once, in parallel with the others, straight into its slot of
+// its resource's column, the slots laid out in the order of the series'
+// first chunks. The series of one resource belong to one task each and
+// tasks barely overlap in time, so the slots are then already in time
+// order but where two series overlap, and only those stretches are merged
+// (see finishColumn).
+func readJobFrom(ctx context.Context, q storage.ChunkQuerier, jobID string) (*Job, error) {
 	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, LabelJob, jobID))
 
 	job := &Job{ID: jobID}
@@ -104,103 +122,66 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 		}
 		return t
 	}
-	// Samples go straight into one growing column per resource; runs
-	// remember which task each stretch belongs to.
-	type run struct {
-		key        taskKey
-		start, end int
-	}
-	cols := make([]Column, len(Resources))
-	runs := make([][]run, len(Resources))
-	var info infoAcc
-	found := false
+	var (
+		runs  = make([][]*seriesRun, len(Resources)) // per resource
+		it    chunkenc.Iterator
+		info  infoAcc
+		found bool
+	)
 	for set.Next() {
 		found = true
-		ls := set.At().Labels()
-		metric := ls.Get(labels.MetricName)
-		it := set.At().Iterator(nil)
-		switch ri := metricIndex(metric); {
-		case metric == MetricLastEvent:
-			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-				if vt != chunkenc.ValFloat {
-					continue
-				}
-				t, v := it.At()
-				if !finite(v) {
-					continue
-				}
+		cs := set.At()
+		ls := cs.Labels()
+		var err error
+		switch metric := ls.Get(labels.MetricName); metric {
+		case MetricLastEvent:
+			it, err = eachFloat(cs, it, func(t int64, v float64) bool {
 				if job.LastEvent == nil || t >= job.LastEvent.TimeMs {
 					job.LastEvent = &Event{Counter: int64(v), TimeMs: t}
 				}
-			}
-		case metric == MetricJobInfo:
-			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-				if vt != chunkenc.ValFloat {
-					continue
-				}
-				if t, v := it.At(); finite(v) {
-					info.add(ls, t, v)
-				}
-			}
-		case metric == MetricTaskStart:
-			k, err := keyOf(ls)
-			if err != nil {
+				return true
+			})
+		case MetricJobInfo:
+			it, err = eachFloat(cs, it, func(t int64, v float64) bool {
+				info.add(ls, t, v)
+				return true
+			})
+		case MetricTaskStart:
+			var k taskKey
+			if k, err = keyOf(ls); err != nil {
 				return nil, err
 			}
 			// The first finite sample is the start; a record with none
 			// makes no task.
-			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-				if vt != chunkenc.ValFloat {
-					continue
+			it, err = eachFloat(cs, it, func(t int64, _ float64) bool {
+				task := getTask(k, ls.Get(LabelTask))
+				task.StartMs = min(task.StartMs, t)
+				task.recorded = true
+				// A record with identity labels wins over one
+				// without (sent by an older writer).
+				if p := ls.Get(LabelTaskPath); p != "" || task.Path == "" {
+					task.Play = strings.Clone(ls.Get(LabelPlay))
+					task.Role = strings.Clone(ls.Get(LabelRole))
+					task.Path = strings.Clone(p)
 				}
-				if t, v := it.At(); finite(v) {
-					task := getTask(k, ls.Get(LabelTask))
-					task.StartMs = min(task.StartMs, t)
-					task.recorded = true
-					// A record with identity labels wins over one
-					// without (sent by an older writer).
-					if p := ls.Get(LabelTaskPath); p != "" || task.Path == "" {
-						task.Play = strings.Clone(ls.Get(LabelPlay))
-						task.Role = strings.Clone(ls.Get(LabelRole))
-						task.Path = strings.Clone(p)
-					}
-					break
-				}
+				return false
+			})
+		default:
+			ri := metricIndex(metric)
+			if ri < 0 {
+				continue
 			}
-		case ri >= 0:
 			k, err := keyOf(ls)
 			if err != nil {
 				return nil, err
 			}
-			task := getTask(k, ls.Get(LabelTask))
-			c := &cols[ri]
-			r := run{key: k, start: len(c.Ts)}
-			// One pass over the whole series: the window's samples, and
-			// the series' own first and last time, which decide a task's
-			// start when it has no record and its end when it is the last.
-			first, last := int64(maxTime), int64(minTime)
-			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-				if vt != chunkenc.ValFloat {
-					continue
-				}
-				t, v := it.At()
-				if !finite(v) {
-					continue // written before remote write refused them
-				}
-				first = min(first, t)
-				last = t
-				if t >= fromMs && t <= toMs {
-					c.Ts = append(c.Ts, t)
-					c.Vs = append(c.Vs, v)
-				}
+			r := &seriesRun{task: getTask(k, ls.Get(LabelTask)), labels: ls}
+			if err := r.collect(cs); err != nil {
+				return nil, fmt.Errorf("read %s: %w", ls, err)
 			}
-			task.firstSample = min(task.firstSample, first)
-			task.EndMs = max(task.EndMs, last)
-			if r.end = len(c.Ts); r.end > r.start {
-				runs[ri] = append(runs[ri], r)
-			}
+			runs[ri] = append(runs[ri], r)
 		}
-		if err := it.Err(); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", ls, err)
 		}
 	}
@@ -211,6 +192,22 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, jobID)
 	}
 
+	cols := make([]Column, len(Resources))
+	for ri := range runs {
+		cols[ri] = placeRuns(runs[ri])
+	}
+	if err := decodeRuns(ctx, slices.Concat(runs...)); err != nil {
+		return nil, fmt.Errorf("read job %q: %w", jobID, err)
+	}
+	// A series' own first and last time decide a task's start when it
+	// has no record and its end when it is the last.
+	for _, rs := range runs {
+		for _, r := range rs {
+			r.task.firstSample = min(r.task.firstSample, r.firstMs)
+			r.task.EndMs = max(r.task.EndMs, r.lastMs)
+		}
+	}
+
 	job.Info, job.InfoFirstMs, job.InfoLastMs = info.result()
 	job.Tasks = orderTasks(tasks, job.LastEvent)
 	index := make(map[taskKey]int32, len(job.Tasks))
@@ -218,36 +215,51 @@ func (s *Store) readJob(ctx context.Context, jobID string) (*Job, error) {
 		index[taskKey{t.Counter, t.UUID}] = int32(i)
 	}
 	for ri, rs := range runs {
-		if len(rs) == 0 {
-			continue
-		}
-		c := cols[ri]
-		c.Resource = Resources[ri]
-		// Series arrive in label order, not time order: put the runs in
-		// time order with one copy, then fix any overlap between them.
-		slices.SortFunc(rs, func(a, b run) int { return cmp.Compare(c.Ts[a.start], c.Ts[b.start]) })
-		ts := make([]int64, 0, len(c.Ts))
-		vs := make([]float64, 0, len(c.Ts))
-		task := make([]int32, 0, len(c.Ts))
 		for _, r := range rs {
-			ts = append(ts, c.Ts[r.start:r.end]...)
-			vs = append(vs, c.Vs[r.start:r.end]...)
-			ti := index[r.key]
-			for range r.end - r.start {
-				task = append(task, ti)
-			}
+			r.taskIdx = index[taskKey{r.task.Counter, r.task.UUID}]
 		}
-		c.Ts, c.Vs, c.Task = ts, vs, task
-		sortColumn(&c)
-		job.Columns = append(job.Columns, c)
+		if c := finishColumn(cols[ri], rs); len(c.Ts) > 0 {
+			c.Resource = Resources[ri]
+			job.Columns = append(job.Columns, c)
+		}
 	}
 	return job, nil
 }
 
+// eachFloat calls f with the finite float samples of a series in the
+// order its chunks hold them, until f returns false. It returns it for
+// reuse.
+func eachFloat(cs storage.ChunkSeries, it chunkenc.Iterator, f func(t int64, v float64) bool) (chunkenc.Iterator, error) {
+	chks := cs.Iterator(nil)
+	for chks.Next() {
+		m := chks.At()
+		if m.Chunk == nil {
+			return it, fmt.Errorf("chunk %d of %d-%d not loaded by the querier", m.Ref, m.MinTime, m.MaxTime)
+		}
+		it = m.Chunk.Iterator(it)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				continue
+			}
+			if t, v := it.At(); finite(v) && !f(t, v) {
+				return it, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return it, err
+		}
+	}
+	return it, chks.Err()
+}
+
 // finite reports whether v is neither NaN nor infinite: the only values
 // a Peakline series may hold. Others (stored before writes refused them)
-// are skipped on read, so that summaries and peaks stay finite.
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+// are skipped on read, so that summaries and peaks stay finite. NaNs and
+// infinities are the floats whose exponent bits are all ones: one test
+// per sample where IsNaN and IsInf take two and a compare.
+func finite(v float64) bool { return math.Float64bits(v)&expMask != expMask }
+
+const expMask = 0x7ff0000000000000 // exponent bits of a float64
 
 // infoAcc gathers a job's info samples: per field, the newest sample
 // (by time, then value: the store's clock when written) that sets it.
@@ -314,39 +326,4 @@ func orderTasks(m map[taskKey]*taskAcc, last *Event) []Task {
 		out[i].EndMs = max(out[i].EndMs, out[i].StartMs)
 	}
 	return out
-}
-
-// sortColumn orders a column by time when its runs interleave, and drops
-// all but the last of samples sharing a millisecond.
-func sortColumn(c *Column) {
-	sorted := true
-	for i := 1; i < len(c.Ts); i++ {
-		if c.Ts[i] <= c.Ts[i-1] {
-			sorted = false
-			break
-		}
-	}
-	if sorted {
-		return
-	}
-	perm := make([]int32, len(c.Ts))
-	for i := range perm {
-		perm[i] = int32(i)
-	}
-	slices.SortStableFunc(perm, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(c.Ts[a], c.Ts[b]), cmp.Compare(c.Task[a], c.Task[b]))
-	})
-	ts := make([]int64, 0, len(perm))
-	vs := make([]float64, 0, len(perm))
-	task := make([]int32, 0, len(perm))
-	for _, p := range perm {
-		if n := len(ts); n > 0 && ts[n-1] == c.Ts[p] {
-			vs[n-1], task[n-1] = c.Vs[p], c.Task[p]
-			continue
-		}
-		ts = append(ts, c.Ts[p])
-		vs = append(vs, c.Vs[p])
-		task = append(task, c.Task[p])
-	}
-	c.Ts, c.Vs, c.Task = ts, vs, task
 }

@@ -1,4 +1,14 @@
-package downsample
+// Package graphpayload owns the two JSON documents a job's graph page
+// reads: the graph (downsampled lines per resource, the peak, the tasks the
+// points refer to) and the tasks list, with exact per-task statistics, the
+// AWX job-event counter range of each task and the events URL. Field names
+// and JSON tags are the API contract.
+//
+// It assembles them from plain columns and task spans: it does not read
+// the store, speak HTTP or choose points itself (downsample.Select does).
+// Its size is O(points × resources) plus the tasks that points refer to
+// and the heaviest tasks, whatever the raw sample and task counts.
+package graphpayload
 
 import (
 	"cmp"
@@ -6,12 +16,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
-)
 
-// Graph payload assembly: plain columns and task spans in, the one JSON
-// document of a job's graph out. Its size is O(points × resources) plus
-// the tasks that points refer to and the heaviest tasks, whatever the raw
-// sample and task counts.
+	"github.com/peakline/peakline/downsample"
+)
 
 // Payload limits.
 const (
@@ -49,7 +56,7 @@ type TaskSpan struct {
 type GraphRequest struct {
 	JobID     string
 	Points    int    // 0 means DefaultPoints
-	Algorithm string // "" means Default
+	Algorithm string // "" means downsample.Default
 	FromMs    int64  // window as served; the columns hold only its samples
 	ToMs      int64
 	// LastCounter is the counter of the job's newest event, the end of the
@@ -58,7 +65,7 @@ type GraphRequest struct {
 	EventsURL   string // with {job_id} already filled in, or ""
 }
 
-// Payload is the graph document. Field names are the API contract.
+// Payload is the graph document.
 type Payload struct {
 	JobID     string        `json:"job_id"`
 	Points    int           `json:"points"`
@@ -68,6 +75,11 @@ type Payload struct {
 	Series    []SeriesPlot  `json:"series"`
 	Tasks     []TaskSummary `json:"tasks"`
 	EventsURL string        `json:"events_url,omitempty"`
+	// The job's template, when it has one (left out otherwise), so the
+	// job page can show how the run compares with the template's other
+	// runs. BuildGraph leaves them empty: the server fills them in.
+	TemplateID   string `json:"template_id,omitempty"`
+	TemplateName string `json:"template_name,omitempty"`
 }
 
 // SeriesPlot is the downsampled line of one resource.
@@ -86,6 +98,14 @@ type Peak struct {
 	T       int64   `json:"t"`
 	V       float64 `json:"v"`
 	Counter int64   `json:"counter"`
+}
+
+// TaskList is the tasks document: every task of a job with exact
+// statistics over the whole job.
+type TaskList struct {
+	JobID     string        `json:"job_id"`
+	Tasks     []TaskSummary `json:"tasks"`
+	EventsURL string        `json:"events_url,omitempty"`
 }
 
 // EventRange is the counter range of a task's job events.
@@ -153,7 +173,7 @@ func columnStats(cols []Column, nTasks int) [][]taskStat {
 	for c, col := range cols {
 		st := make([]taskStat, nTasks)
 		for i, v := range col.Vs {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
+			if !finite(v) {
 				continue
 			}
 			ti := col.Task[i]
@@ -206,7 +226,7 @@ func BuildGraph(req GraphRequest, cols []Column, tasks []TaskSpan) (*Payload, er
 	}
 	algo := req.Algorithm
 	if algo == "" {
-		algo = Default
+		algo = downsample.Default
 	}
 	stats := columnStats(cols, len(tasks))
 	p := &Payload{
@@ -221,7 +241,7 @@ func BuildGraph(req GraphRequest, cols []Column, tasks []TaskSpan) (*Payload, er
 		}
 		keep = heaviestMaxima(keep[:0], stats[c], n/4)
 		var err error
-		idx, err = Select(idx[:0], algo, col.Ts, col.Vs, n, keep)
+		idx, err = downsample.Select(idx[:0], algo, col.Ts, col.Vs, n, keep)
 		if err != nil {
 			return nil, err
 		}
@@ -257,7 +277,7 @@ func BuildGraph(req GraphRequest, cols []Column, tasks []TaskSpan) (*Payload, er
 func peakIndex(vs []float64) int {
 	at := -1
 	for i, v := range vs {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !finite(v) {
 			continue
 		}
 		if at < 0 || v > vs[at] {
@@ -288,3 +308,9 @@ func heaviestMaxima(dst []int, st []taskStat, k int) []int {
 	slices.Sort(dst)
 	return slices.Compact(dst)
 }
+
+// finite reports whether v is neither NaN nor infinite: the floats whose
+// exponent bits are not all ones (one test per sample of a whole job).
+func finite(v float64) bool { return math.Float64bits(v)&expMask != expMask }
+
+const expMask = 0x7ff0000000000000 // exponent bits of a float64
