@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/peakline/peakline/server"
-	"github.com/peakline/peakline/tsdb"
 )
 
 // childEnv makes the test binary act as the peakline binary: the bench
@@ -30,33 +29,37 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild is a minimal peakline root command: serve (wired as main.go
-// wires it) and bench.
+// runChild is a minimal peakline root command: serve (built by
+// server.Open, as main.go builds it, on --data or a remote engine) and
+// bench.
 func runChild(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "peakline", SilenceUsage: true, SilenceErrors: true}
 	root.PersistentFlags().String("log-level", "info", "")
-	var dataDir, listen string
+	var (
+		listen string
+		setup  server.Setup
+	)
 	serve := &cobra.Command{Use: "serve", RunE: func(cmd *cobra.Command, _ []string) error {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		store, err := tsdb.Open(dataDir, tsdb.Options{}, nil, reg)
+		srv, err := server.Open(setup, nil, reg)
 		if err != nil {
 			return err
 		}
-		defer store.Close()
-		srv, err := server.New(server.Config{}, store, nil, reg)
-		if err != nil {
-			return err
-		}
+		defer srv.Close()
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			return err
 		}
 		return srv.Serve(cmd.Context(), ln)
 	}}
-	serve.Flags().StringVar(&dataDir, "data", "", "")
+	serve.Flags().StringVar(&setup.DataDir, "data", "", "")
+	serve.Flags().StringVar(&setup.Remote.WriteURL, "remote-write-url", "", "")
+	serve.Flags().StringVar(&setup.Remote.QueryURL, "remote-query-url", "", "")
+	serve.Flags().StringVar(&setup.Config.SettingsPath, "settings", "", "")
+	serve.Flags().DurationVar(&setup.Store.CacheTTL, "remote-cache-ttl", 0, "")
 	serve.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "")
 	root.AddCommand(serve, Command())
 	root.SetArgs(args)
