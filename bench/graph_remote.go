@@ -116,7 +116,7 @@ func runGraphRemote(cmd *cobra.Command, f *graphFlags, sizes []int, started time
 	r.Note("speedup = the engine's raw read latency / the graph's, in the same run, interleaved; both over loopback HTTP asking for gzip. Above 1: the graph through Peakline answers faster than the engine hands out the job's raw samples.")
 	r.Note("the engine is VictoriaMetrics single-node (-search.latencyOffset=0s -search.disableCache: no rollup cache on either side); the job was written through the stateless peakline's remote write (it forwards to the engine's /api/v1/write), then flushed.")
 	r.Note("engine query = GET /api/v1/query?query={job_id=\"X\"}[span+1ms]&time=<last event> (every raw sample of the job as a Prometheus matrix); engine export = GET /api/v1/export?match[]={job_id=\"X\"} (JSON lines), what a Prometheus-compatible client reads to draw the job exactly.")
-	r.Note("'cached' repeats the request on one stateless replica (--remote-cache-ttl at its default: after the first request the job comes from its decoded-job cache); 'uncached' on a replica with --remote-cache-ttl 1ns (every request reads the job from the engine); 'fresh replica' is the first graph request of a newly started stateless serve (nothing cached, no connection to the engine yet, the process already listening).")
+	r.Note("'cached' repeats the request on one stateless replica (--remote-cache-ttl 24h: after the first request the job comes from its decoded-job cache); 'uncached' on a replica with --remote-cache-ttl 1ns (every request reads the job from the engine); 'fresh replica' is the first graph request of a newly started stateless serve (nothing cached, no connection to the engine yet, the process already listening).")
 	return f.finish(cmd, r, started)
 }
 
@@ -141,7 +141,10 @@ func graphRemoteSize(ctx context.Context, f *graphFlags, vmBin, root string, siz
 	}
 	defer vm.stop()
 	writeURL, queryBase := vm.url+"/api/v1/write", vm.url
-	pl, err := startStatelessPeakline(ctx, dir+"/peakline", writeURL, queryBase)
+	// The cached replica keeps its entries for the whole run: nothing is
+	// written while the graphs are timed, and the rounds of a large job
+	// take longer than the default --remote-cache-ttl.
+	pl, err := startStatelessPeakline(ctx, dir+"/peakline", writeURL, queryBase, "--remote-cache-ttl", "24h")
 	if err != nil {
 		return err
 	}
