@@ -6,7 +6,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +96,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		sec                        serveSecurity
 		rem                        tsdb.Remote
 		remoteCacheTTL             time.Duration
+		remoteHeaders              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -122,8 +125,11 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 				return err
 			}
 			cfg.EventsURL = eventsURL
+			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
+				return err
+			}
 			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
-				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, DeleteWait: 5 * time.Second, CacheTTL: remoteCacheTTL}}, logger, reg)
+				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL}}, logger, reg)
 			if err != nil {
 				return err
 			}
@@ -158,6 +164,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
 	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
 	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
+	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
 	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
@@ -219,13 +226,13 @@ same tree twice stores nothing twice.`,
 			}
 			var sink func(context.Context, *collector.Job) (tsdb.AppendResult, error)
 			if dataDir != "" {
-				store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
+				srv, err := server.Open(server.Setup{DataDir: dataDir}, logger, nil)
 				if err != nil {
-					return fmt.Errorf("--data: %w (is a peakline serve using it? then import with --server)", err)
+					return fmt.Errorf("%w (is a peakline serve using it? then import with --server)", err)
 				}
-				defer store.Close()
+				defer srv.Close()
 				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
-					return store.Append(ctx, toBatch(j))
+					return ingestJob(ctx, srv, j) // the batches --server would post, through the same ingest
 				}
 			} else {
 				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
@@ -300,19 +307,38 @@ func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 }
 
-// toBatch converts a job read from disk into one store batch.
-func toBatch(j *collector.Job) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: j.ID}
-	for _, t := range j.Tasks {
-		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+// parseHeaders reads --remote-header values, "Name: value" each.
+func parseHeaders(vals []string) (http.Header, error) {
+	h := http.Header{}
+	for _, v := range vals {
+		name, val, ok := strings.Cut(v, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("--remote-header: must be 'Name: value', got %q", v)
+		}
+		h.Add(name, strings.TrimSpace(val))
 	}
-	if e := j.LastEvent; e != nil {
-		b.LastEvent = &tsdb.Event{Counter: e.Counter, TimeMs: e.TimeMs}
+	return h, nil
+}
+
+// ingestJob stores a job read from disk as the ingest batches import
+// --server would post, through the server's own ingest (server.Ingest).
+func ingestJob(ctx context.Context, srv *server.Server, j *collector.Job) (tsdb.AppendResult, error) {
+	var sum tsdb.AppendResult
+	for i, b := range j.Batches(srv.MaxBatchSamples()) {
+		body, err := json.Marshal(&b)
+		if err != nil {
+			return sum, fmt.Errorf("encode batch %d: %w", i+1, err)
+		}
+		res, err := srv.Ingest(ctx, bytes.NewReader(body))
+		if err != nil {
+			return sum, err
+		}
+		sum.Samples += res.Samples
+		sum.Tasks += res.Tasks
+		sum.Duplicates += res.Duplicates
+		sum.Conflicts += res.Conflicts
 	}
-	for _, s := range j.Series {
-		b.Series = append(b.Series, tsdb.SeriesData{Resource: s.Resource, Counter: s.Counter, UUID: s.UUID, Task: s.Task, Ts: s.Ts, Vs: s.Vs})
-	}
-	return b
+	return sum, nil
 }
 
 // report prints what an import stored for one job.

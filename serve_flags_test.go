@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"testing"
 )
 
@@ -16,5 +17,35 @@ func TestServeMaxFutureSkewFlag(t *testing.T) {
 		if want := "--max-future-skew: must be positive, got " + map[string]string{"0s": "0s", "-1m": "-1m0s"}[v]; err == nil || err.Error() != want {
 			t.Fatalf("serve --max-future-skew %s: %v, want %q", v, err, want)
 		}
+	}
+}
+
+// serve names the flags to change when the store flags do not add up,
+// before it opens anything.
+func TestServeStoreFlags(t *testing.T) {
+	dir := t.TempDir()
+	f := func(want string, args ...string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		root := rootCommand(&out, &errOut)
+		root.SetArgs(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
+		if err := root.Execute(); err == nil || err.Error() != want {
+			t.Fatalf("serve %v: %v, want %q", args, err, want)
+		}
+	}
+	const w, q = "http://127.0.0.1:1/api/v1/write", "http://127.0.0.1:1"
+	f("--data: a store directory is required (or --remote-write-url and --remote-query-url for a remote engine)")
+	f("--data and --remote-write-url/--remote-query-url: give a store directory or a remote engine, not both",
+		"--data", dir, "--remote-write-url", w, "--remote-query-url", q)
+	f("--remote-write-url and --remote-query-url: a remote engine needs both (the remote write endpoint and the base of its Prometheus API)",
+		"--remote-write-url", w)
+	f("--settings: replicas over a remote engine must share one collection policy; give a file every replica reads and writes (a shared volume)",
+		"--remote-write-url", w, "--remote-query-url", q)
+	f("--retention: a remote engine keeps what its own retention says (VictoriaMetrics -retentionPeriod, Prometheus --storage.tsdb.retention.time); drop --retention",
+		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--retention", "24h")
+	f(`--remote-write-url/--remote-query-url: query URL: give the base without /api/v1 (it is appended), got "http://127.0.0.1:1/api/v1"`,
+		"--remote-write-url", w, "--remote-query-url", q+"/api/v1", "--settings", dir+"/s.json")
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a refused serve left %d files in --data", len(entries))
 	}
 }

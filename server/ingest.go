@@ -2,6 +2,7 @@ package server
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,30 +94,53 @@ func (s *Server) ingest(c echo.Context) error {
 		return err
 	}
 	defer body.Close()
+	jobID, res, err := s.ingestJSON(c.Request().Context(), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ingestAnswer{JobID: jobID, Samples: res.Samples, Tasks: res.Tasks, Duplicates: res.Duplicates, Conflicts: res.Conflicts})
+}
+
+// Ingest stores one JSON ingest batch (the body of POST /api/v1/ingest,
+// not compressed) as the API does: the same decoding, limits and store
+// write. import --data uses it, so that a tree imported into a store
+// directory takes the path of one posted to a server.
+func (s *Server) Ingest(ctx context.Context, body io.Reader) (tsdb.AppendResult, error) {
+	_, res, err := s.ingestJSON(ctx, &limitedBody{r: io.NopCloser(body), left: s.cfg.MaxDecodedBytes})
+	return res, err
+}
+
+// MaxBatchSamples is the most samples Ingest takes in one batch
+// (Config.MaxBatchSamples).
+func (s *Server) MaxBatchSamples() int { return s.cfg.MaxBatchSamples }
+
+// ingestJSON decodes a batch from body (already bounded), checks its size
+// and stores it.
+func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.AppendResult, error) {
 	var in ingestBatch
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return jsonError(err, s.cfg.MaxDecodedBytes)
+		return "", tsdb.AppendResult{}, jsonError(err, s.cfg.MaxDecodedBytes)
 	}
 	// Only white space may follow the batch. (dec.More is false before a
 	// stray '}' or ']', so it cannot tell.)
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if errors.Is(err, errDecodedTooLarge) {
-			return jsonError(err, s.cfg.MaxDecodedBytes)
+			return "", tsdb.AppendResult{}, jsonError(err, s.cfg.MaxDecodedBytes)
 		}
-		return badRequest("body: must hold one JSON object, found more after it")
+		return "", tsdb.AppendResult{}, badRequest("body: must hold one JSON object, found more after it")
 	}
 	if err := checkBatchSize(&in, s.cfg); err != nil {
-		return err
+		return "", tsdb.AppendResult{}, err
 	}
-	res, err := s.store.Append(c.Request().Context(), toBatch(&in))
+	res, err := s.store.Append(ctx, toBatch(&in))
 	if err != nil {
-		return err
+		return "", tsdb.AppendResult{}, err
 	}
 	s.metrics.ingestedSamples.Add(float64(res.Samples))
 	s.metrics.ingestedDups.Add(float64(res.Duplicates))
-	return c.JSON(http.StatusOK, ingestAnswer{JobID: in.JobID, Samples: res.Samples, Tasks: res.Tasks, Duplicates: res.Duplicates, Conflicts: res.Conflicts})
+	return in.JobID, res, nil
 }
 
 // checkBatchSize refuses a batch whose series, tasks or samples pass the

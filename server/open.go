@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +28,11 @@ type Setup struct {
 	Config Config
 }
 
+// DefaultDeleteWait is how long a write to a job whose deletion is still
+// being removed from disk waits before the answer is 503 with Retry-After
+// (tsdb.Options.DeleteWait), unless Setup says otherwise.
+const DefaultDeleteWait = 5 * time.Second
+
 // Open opens the store setup names and builds a server over it; Close
 // closes both. Errors name the serve flag to change.
 func Open(setup Setup, logger *slog.Logger, reg *prometheus.Registry) (*Server, error) {
@@ -42,6 +48,12 @@ func Open(setup Setup, logger *slog.Logger, reg *prometheus.Registry) (*Server, 
 		return nil, errors.New("--retention: a remote engine keeps what its own retention says (VictoriaMetrics -retentionPeriod, Prometheus --storage.tsdb.retention.time); drop --retention")
 	case remote && setup.Config.SettingsPath == "":
 		return nil, errors.New("--settings: replicas over a remote engine must share one collection policy; give a file every replica reads and writes (a shared volume)")
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry() // the store's and the server's metrics, served on /metrics
+	}
+	if setup.Store.DeleteWait == 0 {
+		setup.Store.DeleteWait = DefaultDeleteWait
 	}
 	var (
 		store *tsdb.Store

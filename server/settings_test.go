@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,4 +82,59 @@ func TestCollectionPolicy(t *testing.T) {
 	expect("GET", "/api/v1/templates/8", "", 200, `{"id":"8","collection":"off"}`)
 	expect("PUT", "/api/v1/templates/8", `{"collection": "default"}`, 200, `"default"`)
 	expect("GET", "/api/v1/templates/8", "", 200, `{"id":"8","collection":"default"}`)
+}
+
+// Two servers sharing one settings file (replicas on a shared volume)
+// answer the same policy: a PUT through one, or an edit of the file, is
+// what both answer next.
+func TestCollectionPolicySharedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "settings.json")
+	var urls []string
+	for i := range 2 {
+		srv, err := server.Open(server.Setup{DataDir: filepath.Join(dir, fmt.Sprint("data", i)), Config: server.Config{SettingsPath: path}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(func() { hs.Close(); srv.Close() })
+		urls = append(urls, hs.URL)
+	}
+	get := func(url string) string {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
+	if code, body := put(t, urls[0]+"/api/v1/templates/7", `{"collection": "off"}`); code != 200 {
+		t.Fatalf("PUT through the first: %d %s", code, body)
+	}
+	if got, want := get(urls[1]+"/api/v1/templates/7"), `{"id":"7","collection":"off"}`; got != want {
+		t.Fatalf("second server: %s, want %s", got, want)
+	}
+	if code, body := put(t, urls[1]+"/api/v1/settings", `{"collection": "opt-in"}`); code != 200 {
+		t.Fatalf("PUT through the second: %d %s", code, body)
+	}
+	// The template set through the first survived the second's write.
+	if got, want := get(urls[0]+"/api/v1/templates/7"), `{"id":"7","collection":"off"}`; got != want {
+		t.Fatalf("first server after the second's PUT: %s, want %s", got, want)
+	}
+	if got, want := get(urls[0]+"/api/v1/settings"), `{"collection":"opt-in"}`; got != want {
+		t.Fatalf("first server: %s, want %s", got, want)
+	}
+	if err := os.WriteFile(path, []byte(`{"collection": "off", "templates": {"7": "on", "8": "on"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range urls {
+		if got, want := get(u+"/api/v1/settings"), `{"collection":"off"}`; got != want {
+			t.Fatalf("%s after an edit of the file: %s, want %s", u, got, want)
+		}
+		if got, want := get(u+"/api/v1/templates/8"), `{"id":"8","collection":"on"}`; got != want {
+			t.Fatalf("%s after an edit of the file: %s, want %s", u, got, want)
+		}
+	}
 }

@@ -69,6 +69,9 @@ type Remote struct {
 	QueryURL string
 	// HTTP is the client of both; nil means http.DefaultTransport.
 	HTTP *http.Client
+	// Header is sent with every request to the engine (a tenant id:
+	// X-Scope-OrgID for Mimir, THANOS-TENANT for Thanos receive).
+	Header http.Header
 }
 
 // OpenRemote returns a stateless store over the engine r names. It does
@@ -81,7 +84,7 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 	if opts.Retention > 0 {
 		return nil, errors.New("retention: a remote store keeps what its engine keeps; set the engine's retention instead")
 	}
-	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP,
+	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header,
 		Relabel: schemaOnly, Logger: logger.With("component", "remote")})
 	if err != nil {
 		return nil, err

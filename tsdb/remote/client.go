@@ -61,6 +61,9 @@ type Config struct {
 	// HTTP is the client of both; nil means a client without a timeout
 	// (each request is bounded by RequestTimeout).
 	HTTP *http.Client
+	// Header is sent with every request, e.g. X-Scope-OrgID for a Mimir
+	// tenant or THANOS-TENANT.
+	Header http.Header
 	// RequestTimeout bounds one request; zero means one minute.
 	RequestTimeout time.Duration
 	// WriteAttempts is how often a write is tried while the engine is
@@ -183,6 +186,7 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	req.Header.Set("User-Agent", "peakline")
+	c.addHeader(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
@@ -289,6 +293,7 @@ func (c *Client) post(ctx context.Context, path string, params url.Values) (*htt
 		return nil, fmt.Errorf("build request %s: %w", path, err)
 	}
 	req.Header.Set("User-Agent", "peakline")
+	c.addHeader(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
@@ -326,6 +331,14 @@ func (c *Client) Delete(ctx context.Context, ms ...*labels.Matcher) error {
 		resp.Body.Close()
 	}
 	return nil
+}
+
+func (c *Client) addHeader(req *http.Request) {
+	for name, vals := range c.cfg.Header {
+		for _, v := range vals {
+			req.Header.Add(name, v)
+		}
+	}
 }
 
 // Selector renders matchers as a PromQL series selector.

@@ -80,6 +80,10 @@ func (w *writeRecorder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "not remote write 1.0", http.StatusBadRequest)
 		return
 	}
+	if r.Header.Get("X-Scope-OrgID") != "peakline" {
+		http.Error(rw, "no tenant", http.StatusUnauthorized)
+		return
+	}
 	w.series = append(w.series, req.Timeseries)
 	code := w.codes[min(n, len(w.codes)-1)]
 	if code/100 != 2 {
@@ -97,6 +101,7 @@ func TestWriteRetries(t *testing.T) {
 		defer srv.Close()
 		var waits []time.Duration
 		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3,
+			Header: http.Header{"X-Scope-Orgid": {"peakline"}},
 			MinBackoff: time.Second, MaxBackoff: 2 * time.Second,
 			Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
 		if err != nil {
