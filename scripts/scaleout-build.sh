@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scaleout-build.sh DIR: builds Grafana Mimir and Thanos into DIR from the
-# Go module proxy, for make test-scaleout.
+# scaleout-build.sh DIR [NAME...]: builds Grafana Mimir and Thanos (or the
+# NAMEs given: mimir, thanos) into DIR from the Go module proxy, for make
+# test-scaleout.
 #
 # Neither installs with `go install module@version`: their go.mod files have
 # replace directives (Mimir's Prometheus fork, Thanos' forks), which go install
@@ -47,5 +48,18 @@ build() {
 	echo "$ver" >"$dir/$name.version"
 }
 
-build mimir github.com/grafana/mimir "$MIMIR_VERSION" ./cmd/mimir
-build thanos github.com/thanos-io/thanos "$THANOS_VERSION" ./cmd/thanos netgo,slicelabels
+shift
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then
+	names=(mimir thanos)
+fi
+for name in "${names[@]}"; do
+	case $name in
+	mimir) build mimir github.com/grafana/mimir "$MIMIR_VERSION" ./cmd/mimir ;;
+	thanos) build thanos github.com/thanos-io/thanos "$THANOS_VERSION" ./cmd/thanos netgo,slicelabels ;;
+	*)
+		echo "scaleout-build: unknown name $name (mimir, thanos)" >&2
+		exit 2
+		;;
+	esac
+done
