@@ -134,6 +134,10 @@ func (s *Store) remoteRange(mint, maxt int64) (int64, int64) {
 // kind with labels of its own adds them here.
 var schemaLabels = map[string]bool{
 	labels.MetricName: true, LabelJob: true, LabelCounter: true, LabelTaskUUID: true, LabelTask: true,
+	// A task's identity across runs of a template, and the job info
+	// series (the job's template and AWX fields).
+	"play": true, "role": true, "task_path": true,
+	"template_id": true, "template_name": true, "status": true, "playbook": true,
 }
 
 // schemaOnly drops labels outside schemaLabels from a Peakline series.
@@ -196,21 +200,49 @@ func (s *Store) deleteRemote(ctx context.Context, jobID string) error {
 	return nil
 }
 
-// remoteSpans reads the spans of jobs ids (sorted) from the engine.
+// spanFuncs are the engine functions that give the first and last
+// sample time of each series over a range: VictoriaMetrics' MetricsQL
+// ones, then Prometheus' experimental ones (Prometheus
+// --enable-feature=promql-experimental-functions, Mimir
+// -querier.promql-experimental-functions-enabled). Prometheus drops the
+// metric name before aggregating, so that a task's series of different
+// metrics would collide: it is asked one metric name at a time.
+var spanFuncs = []struct {
+	first, last string
+	perName     bool
+}{
+	{"tfirst_over_time", "tlast_over_time", false},
+	{"ts_of_first_over_time", "ts_of_last_over_time", true},
+}
+
+// remoteSpans reads the spans of jobs ids (sorted) from the engine: with
+// two queries over all jobs where the engine has one of spanFuncs, else
+// (or when the engine finds the query too large) from each job's series.
 func (s *Store) remoteSpans(ctx context.Context, ids []string) (map[string]Span, error) {
-	if s.spansFast.Load() != 2 {
-		out, err := s.spansByQuery(ctx)
+	for k := max(int(s.spansFast.Load())-1, 0); k < len(spanFuncs) && s.spansFast.Load() >= 0; k++ {
+		f := spanFuncs[k]
+		out, err := s.spansByQuery(ctx, f.first, f.last, f.perName)
 		switch {
 		case err == nil:
-			s.spansFast.Store(1)
+			s.spansFast.Store(int32(k + 1))
 			return out, nil
+		case remote.IsTooLarge(err):
+			s.logger.Warn("the engine finds the jobs list's span query too large; reading each job", "err", err)
+			return s.spansOneByOne(ctx, ids)
 		case errors.Is(err, remote.ErrRejected) && s.spansFast.Load() == 0:
-			s.logger.Info("the engine has no tfirst_over_time; jobs list spans come from each job's samples", "err", err)
-			s.spansFast.Store(2)
+			continue // the engine lacks these functions: try the next
 		default:
 			return nil, err
 		}
 	}
+	if s.spansFast.CompareAndSwap(0, -1) {
+		s.logger.Info("the engine has none of tfirst_over_time, ts_of_first_over_time; jobs list spans come from each job's samples")
+	}
+	return s.spansOneByOne(ctx, ids)
+}
+
+// spansOneByOne reads the spans of ids from each job's series.
+func (s *Store) spansOneByOne(ctx context.Context, ids []string) (map[string]Span, error) {
 	out := make(map[string]Span, len(ids))
 	for _, id := range ids {
 		m, err := s.spansOfSeries(ctx, labels.MustNewMatcher(labels.MatchEqual, LabelJob, id))
@@ -222,29 +254,52 @@ func (s *Store) remoteSpans(ctx context.Context, ids []string) (map[string]Span,
 	return out, nil
 }
 
-// spansByQuery asks VictoriaMetrics for the first and last sample time
-// of every job in two queries.
-func (s *Store) spansByQuery(ctx context.Context) (map[string]Span, error) {
+// spansByQuery asks the engine for the first and last sample time of
+// every job with the functions first and last: in two queries, or two
+// per metric name of the series with a job id.
+func (s *Store) spansByQuery(ctx context.Context, first, last string, perName bool) (map[string]Span, error) {
 	lo, hi := s.remoteRange(minTime, maxTime)
-	rng := fmt.Sprintf(`{%s!=""}[%dms]`, LabelJob, hi-lo+1)
-	first, err := s.remote.Query(ctx, fmt.Sprintf("min by (%s) (tfirst_over_time(%s))", LabelJob, rng), hi)
-	if err != nil {
-		return nil, err
+	sels := []string{fmt.Sprintf(`{%s!=""}`, LabelJob)}
+	if perName {
+		q, err := s.querier(minTime, maxTime)
+		if err != nil {
+			return nil, err
+		}
+		names, _, err := q.LabelValues(ctx, labels.MetricName, nil, labels.MustNewMatcher(labels.MatchNotEqual, LabelJob, ""))
+		if err != nil {
+			return nil, err
+		}
+		sels = sels[:0]
+		for _, n := range names {
+			sels = append(sels, fmt.Sprintf(`{%s=%q,%s!=""}`, labels.MetricName, n, LabelJob))
+		}
 	}
-	last, err := s.remote.Query(ctx, fmt.Sprintf("max by (%s) (tlast_over_time(%s))", LabelJob, rng), hi)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]Span, len(first))
-	for _, smp := range first {
-		id := smp.Labels.Get(LabelJob)
-		out[id] = Span{ID: id, FirstMs: secondsToMs(smp.V), LastMs: math.MinInt64}
-	}
-	for _, smp := range last {
-		id := smp.Labels.Get(LabelJob)
-		if sp, ok := out[id]; ok {
-			sp.LastMs = secondsToMs(smp.V)
+	out := map[string]Span{}
+	for _, sel := range sels {
+		rng := fmt.Sprintf("%s[%dms]", sel, hi-lo+1)
+		firsts, err := s.remote.Query(ctx, fmt.Sprintf("min by (%s) (%s(%s))", LabelJob, first, rng), hi)
+		if err != nil {
+			return nil, err
+		}
+		lasts, err := s.remote.Query(ctx, fmt.Sprintf("max by (%s) (%s(%s))", LabelJob, last, rng), hi)
+		if err != nil {
+			return nil, err
+		}
+		for _, smp := range firsts {
+			id := smp.Labels.Get(LabelJob)
+			sp, ok := out[id]
+			if !ok {
+				sp = Span{ID: id, FirstMs: math.MaxInt64, LastMs: math.MinInt64}
+			}
+			sp.FirstMs = min(sp.FirstMs, secondsToMs(smp.V))
 			out[id] = sp
+		}
+		for _, smp := range lasts {
+			id := smp.Labels.Get(LabelJob)
+			if sp, ok := out[id]; ok {
+				sp.LastMs = max(sp.LastMs, secondsToMs(smp.V))
+				out[id] = sp
+			}
 		}
 	}
 	for id, sp := range out {

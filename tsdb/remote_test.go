@@ -195,3 +195,50 @@ func TestSchemaOnly(t *testing.T) {
 	f(labels.FromStrings("__name__", MetricLastEvent, "job_id", "1"), `{__name__="peakline_job_last_event", job_id="1"}`)
 	f(labels.FromStrings("__name__", "up", "job_id", "1", "tenant_id", "x"), `{__name__="up", job_id="1", tenant_id="x"}`)
 }
+
+// TestRemoteSpansPrometheus: the jobs list's spans from Prometheus equal
+// the embedded store's chunk bounds, read with two queries where its
+// experimental ts_of_first_over_time is on, else job by job.
+func TestRemoteSpansPrometheus(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 11, 30, 3, 39, 35, 0, time.UTC).UnixMilli()
+	local, _ := openTest(t)
+	batches := []*Batch{exampleBatch("42", start), exampleBatch("43", start+60_000)}
+	batches[1].LastEvent.TimeMs += 5000 // the last event is the newest time of job 43
+	for _, b := range batches {
+		if _, err := local.Append(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := local.Spans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		features string
+		wantFast int32
+	}{{"", -1}, {"--enable-feature=promql-experimental-functions", 2}} {
+		cfg := filepath.Join(t.TempDir(), "prometheus.yml")
+		if err := os.WriteFile(cfg, []byte("storage:\n  tsdb:\n    out_of_order_time_window: 100y\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--config.file=" + cfg, "--storage.tsdb.path=DIR", "--web.listen-address=ADDR",
+			"--web.enable-remote-write-receiver", "--log.level=error"}
+		if c.features != "" {
+			args = append(args, c.features)
+		}
+		rem := openRemoteTest(t, startEngine(t, "prometheus", "/-/ready", args...))
+		for _, b := range batches {
+			if _, err := rem.Append(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := rem.Spans(ctx)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: spans %+v, %v; embedded %+v", c.features, got, err, want)
+		}
+		if fast := rem.spansFast.Load(); fast != c.wantFast {
+			t.Fatalf("%q: spans read by way %d, want %d", c.features, fast, c.wantFast)
+		}
+	}
+}

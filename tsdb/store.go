@@ -1,5 +1,8 @@
 // Package tsdb is Peakline's job store: per-task resource samples and the
-// tasks of Ansible jobs, kept in an embedded Prometheus TSDB on local disk.
+// tasks of Ansible jobs, kept in an embedded Prometheus TSDB on local disk,
+// or (OpenRemote, remote.go) in a Prometheus-compatible engine reached
+// through tsdb/remote, with the same write path and read code: callers
+// cannot tell which backend answers.
 //
 // It owns the schema (metric and label names, see schema.go), appending
 // (live batches and backfill of jobs of any age through the out-of-order
@@ -73,12 +76,13 @@ const DefaultCacheSamples = 20_000_000
 // their own time. 100 years in milliseconds.
 const oooWindow = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 
-// Store is a job store over one TSDB directory.
+// Store is a job store over one TSDB directory (Open) or a remote engine
+// (OpenRemote).
 type Store struct {
 	db     *ptsdb.DB      // nil for a remote store
 	remote *remote.Client // nil for an embedded store (remote.go)
-	// spansFast is 0 while untried, 1 when the remote engine answers
-	// tfirst_over_time, 2 when it does not (remote.go).
+	// spansFast is 0 while untried, k+1 when the remote engine answers
+	// spanFuncs[k], -1 when it answers none (remote.go).
 	spansFast atomic.Int32
 	logger    *slog.Logger
 

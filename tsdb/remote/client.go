@@ -237,6 +237,13 @@ func (e *apiError) Unwrap() error {
 	return ErrUnavailable
 }
 
+// IsTooLarge reports whether err is the engine's refusal of a read for
+// its size (see apiError.tooLarge).
+func IsTooLarge(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.tooLarge()
+}
+
 // tooLarge reports whether the engine refused a read for its size, so
 // that the same read in smaller windows may pass: Prometheus' and Thanos'
 // --query.max-samples, VictoriaMetrics' -search.maxSamplesPerQuery and

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -40,27 +41,16 @@ func (c *Client) Querier(mintMs, maxtMs int64) (storage.Querier, error) {
 }
 
 // ChunkQuerier returns a chunk querier of [mintMs, maxtMs]: the series
-// of Querier encoded as XOR chunks.
+// read as Querier reads them, their samples encoded as XOR chunks.
 func (c *Client) ChunkQuerier(mintMs, maxtMs int64) (storage.ChunkQuerier, error) {
-	q, _ := c.Querier(mintMs, maxtMs)
-	return chunkQuerier{q: q}, nil
+	return &chunkQuerier{querier{c: c, mint: mintMs, maxt: maxtMs}}, nil
 }
 
-type chunkQuerier struct{ q storage.Querier }
+type chunkQuerier struct{ querier }
 
-func (cq chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
-	return storage.NewSeriesSetToChunkSet(cq.q.Select(ctx, sortSeries, hints, ms...))
+func (cq *chunkQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return cq.selectChunks(ctx, hints, ms)
 }
-
-func (cq chunkQuerier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	return cq.q.LabelValues(ctx, name, hints, ms...)
-}
-
-func (cq chunkQuerier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	return cq.q.LabelNames(ctx, hints, ms...)
-}
-
-func (cq chunkQuerier) Close() error { return nil }
 
 type querier struct {
 	c          *Client
@@ -82,9 +72,18 @@ func (q *querier) window(hints *storage.SelectHints) (int64, int64) {
 // sorted by labels whatever sortSeries says. Hints asking for labels only
 // (Func "series") read the series API.
 func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	list, err := q.selectSeries(ctx, hints, ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{list: list, i: -1}
+}
+
+// selectSeries reads the series Select returns.
+func (q *querier) selectSeries(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
 	lo, hi := q.window(hints)
 	if lo > hi {
-		return storage.EmptySeriesSet()
+		return nil, nil
 	}
 	sel := Selector(ms)
 	var all []*series
@@ -96,9 +95,28 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		all, err = q.c.samples(ctx, sel, lo, hi)
 	}
 	if err != nil {
-		return storage.ErrSeriesSet(err)
+		return nil, err
 	}
-	return &seriesSet{list: q.c.merge(all), i: -1}
+	return q.c.merge(all), nil
+}
+
+// selectChunks reads what Select returns, as chunks.
+func (q *querier) selectChunks(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher) storage.ChunkSeriesSet {
+	list, err := q.selectSeries(ctx, hints, ms)
+	if err != nil {
+		return storage.ErrChunkSeriesSet(err)
+	}
+	out := make([]storage.ChunkSeries, len(list))
+	for i, s := range list {
+		chks, err := s.chunks()
+		if err != nil {
+			return storage.ErrChunkSeriesSet(fmt.Errorf("encode samples of %s: %w", s.ls, err))
+		}
+		out[i] = &storage.ChunkSeriesEntry{Lset: s.ls, ChunkIteratorFn: func(chunks.Iterator) chunks.Iterator {
+			return storage.NewListChunkSeriesIterator(chks...)
+		}}
+	}
+	return &chunkSeriesSet{list: out, i: -1}
 }
 
 // samples reads the raw samples of sel in [loMs, hiMs].
@@ -138,30 +156,98 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 		return nil, fmt.Errorf("export %s: %w", sel, statusError("export", resp.StatusCode, msg))
 	}
 	var out []*series
-	dec := json.NewDecoder(bufio.NewReaderSize(resp.Body, 64<<10))
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
-		var line struct {
-			Metric     map[string]string `json:"metric"`
-			Values     []json.Number     `json:"values"`
-			Timestamps []int64           `json:"timestamps"`
-		}
-		if err := dec.Decode(&line); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("%w: export %s: decode: %v", ErrUnavailable, sel, err)
-		}
-		if len(line.Values) != len(line.Timestamps) {
-			return nil, fmt.Errorf("%w: export %s: %d values for %d timestamps", ErrUnavailable, sel, len(line.Values), len(line.Timestamps))
-		}
-		s := &series{ls: labels.FromMap(line.Metric), ts: line.Timestamps, vs: make([]float64, len(line.Values))}
-		for i, v := range line.Values {
-			if s.vs[i], err = parseValue(string(v)); err != nil {
-				return nil, fmt.Errorf("%w: export %s: %v", ErrUnavailable, sel, err)
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			s, perr := parseExportLine(line)
+			if perr != nil {
+				return nil, fmt.Errorf("%w: export %s: %v", ErrUnavailable, sel, perr)
 			}
+			out = append(out, s)
 		}
-		out = append(out, s)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: export %s: read: %v", ErrUnavailable, sel, err)
+		}
 	}
-	return out, nil
+}
+
+// exportLine is one line of /api/v1/export.
+type exportLine struct {
+	Metric     map[string]string `json:"metric"`
+	Values     []float64         `json:"values"`
+	Timestamps []int64           `json:"timestamps"`
+}
+
+// parseExportLine reads one export line. The arrays, nearly all of its
+// bytes, are read by hand (encoding/json spent most of a large job's
+// read on them); a line of another shape goes to encoding/json whole.
+func parseExportLine(line []byte) (*series, error) {
+	var l exportLine
+	vi := bytes.Index(line, []byte(`,"values":[`))
+	ti := bytes.Index(line, []byte(`],"timestamps":[`))
+	ok := bytes.HasPrefix(line, []byte(`{"metric":`)) && vi > 0 && ti > vi
+	if ok {
+		if err := json.Unmarshal(line[len(`{"metric":`):vi], &l.Metric); err != nil {
+			return nil, err
+		}
+		l.Values, ok = parseFloats(line[vi+len(`,"values":[`) : ti])
+		rest := line[ti+len(`],"timestamps":[`):]
+		end := bytes.IndexByte(rest, ']')
+		ok = ok && end >= 0 && string(bytes.TrimSpace(rest[end:])) == "]}"
+		if ok {
+			l.Timestamps, ok = parseInts(rest[:end])
+		}
+	}
+	if !ok {
+		l = exportLine{}
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, err
+		}
+	}
+	if len(l.Values) != len(l.Timestamps) {
+		return nil, fmt.Errorf("%d values for %d timestamps", len(l.Values), len(l.Timestamps))
+	}
+	return &series{ls: labels.FromMap(l.Metric), ts: l.Timestamps, vs: l.Values}, nil
+}
+
+// parseFloats reads comma-separated JSON numbers.
+func parseFloats(b []byte) ([]float64, bool) {
+	out := make([]float64, 0, bytes.Count(b, []byte{','})+1)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, ',')
+		if i < 0 {
+			i = len(b)
+		}
+		v, err := strconv.ParseFloat(string(b[:i]), 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		b = b[min(i+1, len(b)):]
+	}
+	return out, true
+}
+
+// parseInts reads comma-separated JSON integers.
+func parseInts(b []byte) ([]int64, bool) {
+	out := make([]int64, 0, bytes.Count(b, []byte{','})+1)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, ',')
+		if i < 0 {
+			i = len(b)
+		}
+		v, err := strconv.ParseInt(string(b[:i]), 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		b = b[min(i+1, len(b)):]
+	}
+	return out, true
 }
 
 // rangeSamples reads sel in [loMs, hiMs] by range selectors, splitting
@@ -197,7 +283,7 @@ type matrix struct {
 func (c *Client) rangeQuery(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
 	expr := fmt.Sprintf("%s[%dms]", sel, hiMs-loMs+1)
 	var m matrix
-	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}}, &m); err != nil {
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}, "nocache": {"1"}}, &m); err != nil {
 		return nil, fmt.Errorf("read %s: %w", expr, err)
 	}
 	if m.ResultType != "matrix" {
@@ -229,7 +315,11 @@ type Sample struct {
 	V      float64
 }
 
-// Query evaluates expr at atMs and returns its instant vector.
+// Query evaluates expr at atMs and returns its instant vector. Like every
+// query of the client it asks VictoriaMetrics not to answer from its
+// rollup cache (nocache=1, which other engines ignore): that cache is
+// documented not to see samples written later with old times, as an
+// import of an old job writes them.
 func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, error) {
 	var v struct {
 		ResultType string `json:"resultType"`
@@ -238,7 +328,7 @@ func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, 
 			Value  [2]json.Number    `json:"value"`
 		} `json:"result"`
 	}
-	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}}, &v); err != nil {
+	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}, "nocache": {"1"}}, &v); err != nil {
 		return nil, fmt.Errorf("query %s: %w", expr, err)
 	}
 	if v.ResultType != "vector" {
@@ -371,6 +461,29 @@ func (s *series) normalise() {
 	s.ts, s.vs = ts, vs
 }
 
+// chunkSamples is the most samples one chunk of a series read holds: as
+// the TSDB cuts them, so that readers sizing from chunks see familiar
+// shapes.
+const chunkSamples = 120
+
+// chunks encodes the samples as XOR chunks of chunkSamples samples.
+func (s *series) chunks() ([]chunks.Meta, error) {
+	out := make([]chunks.Meta, 0, (len(s.ts)+chunkSamples-1)/chunkSamples)
+	for lo := 0; lo < len(s.ts); lo += chunkSamples {
+		hi := min(lo+chunkSamples, len(s.ts))
+		c := chunkenc.NewXORChunk()
+		app, err := c.Appender()
+		if err != nil {
+			return nil, err
+		}
+		for i := lo; i < hi; i++ {
+			app.Append(0, s.ts[i], s.vs[i])
+		}
+		out = append(out, chunks.Meta{Chunk: c, MinTime: s.ts[lo], MaxTime: s.ts[hi-1]})
+	}
+	return out, nil
+}
+
 func (s *series) Labels() labels.Labels { return s.ls }
 
 // Iterator walks the float samples held in memory.
@@ -407,6 +520,16 @@ func (ss *seriesSet) Next() bool                        { ss.i++; return ss.i < 
 func (ss *seriesSet) At() storage.Series                { return ss.list[ss.i] }
 func (ss *seriesSet) Err() error                        { return nil }
 func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+type chunkSeriesSet struct {
+	list []storage.ChunkSeries
+	i    int
+}
+
+func (ss *chunkSeriesSet) Next() bool                        { ss.i++; return ss.i < len(ss.list) }
+func (ss *chunkSeriesSet) At() storage.ChunkSeries           { return ss.list[ss.i] }
+func (ss *chunkSeriesSet) Err() error                        { return nil }
+func (ss *chunkSeriesSet) Warnings() annotations.Annotations { return nil }
 
 // parseTime reads the API's time, unix seconds with up to three
 // decimals, as unix ms, exactly (no float rounding).

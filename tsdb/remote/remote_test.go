@@ -101,7 +101,7 @@ func TestWriteRetries(t *testing.T) {
 		defer srv.Close()
 		var waits []time.Duration
 		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3,
-			Header: http.Header{"X-Scope-Orgid": {"peakline"}},
+			Header:     http.Header{"X-Scope-Orgid": {"peakline"}},
 			MinBackoff: time.Second, MaxBackoff: 2 * time.Second,
 			Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
 		if err != nil {
@@ -287,6 +287,31 @@ func TestEngines(t *testing.T) {
 			check(q.Select(ctx, true, nil, job), "a", "b")
 			cq, _ := c.ChunkQuerier(t0-1000, t0+int64(n)*250)
 			check(storage.NewSeriesSetFromChunkSeriesSet(cq.Select(ctx, true, nil, job)), "a", "b")
+			// Labels only (the series API): no samples.
+			hints := &storage.SelectHints{Start: t0 - 1000, End: t0 + int64(n)*250, Func: "series"}
+			want := []string{`{__name__="peakline_cpu_percent", counter="3", job_id="a"}`, `{__name__="peakline_cpu_percent", counter="3", job_id="b"}`}
+			var got []string
+			set := q.Select(ctx, true, hints, job)
+			for set.Next() {
+				if set.At().Iterator(nil).Next() != chunkenc.ValNone {
+					t.Fatalf("series %s of the series API has samples", set.At().Labels())
+				}
+				got = append(got, set.At().Labels().String())
+			}
+			if set.Err() != nil || !slices.Equal(got, want) {
+				t.Fatalf("series API: %v, %v; want %v", got, set.Err(), want)
+			}
+			got = nil
+			cset := cq.Select(ctx, true, hints, job)
+			for cset.Next() {
+				if cset.At().Iterator(nil).Next() {
+					t.Fatalf("chunk series %s of the series API has chunks", cset.At().Labels())
+				}
+				got = append(got, cset.At().Labels().String())
+			}
+			if cset.Err() != nil || !slices.Equal(got, want) {
+				t.Fatalf("series API as chunks: %v, %v; want %v", got, cset.Err(), want)
+			}
 			vals, _, err := q.LabelValues(ctx, "job_id", nil)
 			if err != nil || !slices.Equal(vals, []string{"a", "b"}) {
 				t.Fatalf("LabelValues(job_id) = %v, %v; want [a b]", vals, err)
@@ -298,5 +323,29 @@ func TestEngines(t *testing.T) {
 			e.flush(base)
 			check(q.Select(ctx, true, nil, job), "b")
 		})
+	}
+}
+
+// parseExportLine reads export lines as encoding/json does, by hand or
+// (another shape) through encoding/json, and refuses a broken one.
+func TestParseExportLine(t *testing.T) {
+	f := func(line, wantLabels string, wantTs []int64, wantVs []float64) {
+		t.Helper()
+		s, err := parseExportLine([]byte(line))
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if s.ls.String() != wantLabels || !slices.Equal(s.ts, wantTs) || !slices.Equal(s.vs, wantVs) {
+			t.Fatalf("%s: %s %v %v, want %s %v %v", line, s.ls, s.ts, s.vs, wantLabels, wantTs, wantVs)
+		}
+	}
+	f(`{"metric":{"__name__":"peakline_pids","task":"a,\"values\":[1]"},"values":[1,2.5,1e-7,-3],"timestamps":[1,2,3,4]}`+"\n",
+		`{__name__="peakline_pids", task="a,\"values\":[1]"}`, []int64{1, 2, 3, 4}, []float64{1, 2.5, 1e-7, -3})
+	f(`{"metric":{"job_id":"1"},"values":[],"timestamps":[]}`, `{job_id="1"}`, []int64{}, []float64{})
+	f(`{"timestamps":[5],"metric":{"job_id":"1"},"values":[0.5]}`, `{job_id="1"}`, []int64{5}, []float64{0.5})
+	for _, bad := range []string{`{"metric":{},"values":[1,2],"timestamps":[1]}`, `{"metric":{},"values":[x],"timestamps":[1]}`, `not json`} {
+		if s, err := parseExportLine([]byte(bad)); err == nil {
+			t.Errorf("%s: took it as %v", bad, s)
+		}
 	}
 }
