@@ -1,8 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // The remote tests run against VictoriaMetrics single-node and
@@ -39,4 +45,49 @@ func remoteEngines(t *testing.T) []func(*testing.T) *engine {
 		// values exactly, and have no series delete API.
 		return &engine{name: name, writeURL: w, queryURL: q, flush: func(*testing.T) {}, noDelete: true}
 	}}
+}
+
+// TestRemoteBackfill: a job that ran hours ago, imported after the engine
+// already holds a sample of now, is stored whole and reads back as the
+// embedded store reads it. On an engine built on the Prometheus TSDB
+// (Prometheus, Mimir, Thanos receive) that takes its out-of-order window
+// (README, Scaling out); without it the engine refuses the old samples
+// and import fails with the engine's reason.
+func TestRemoteBackfill(t *testing.T) {
+	const tree = "testdata/ansible/runner-basic"
+	data := t.TempDir()
+	if out, err := run(t, "import", "--data", data, "--job", "backfill", tree); err != nil {
+		t.Fatalf("import --data: %v\n%s", err, out)
+	}
+	want := serve(t, "--data", data).rawSamples(t, "backfill")
+	if want == 0 {
+		t.Fatalf("the embedded store holds no sample of %s", tree)
+	}
+	for _, start := range remoteEngines(t) {
+		e := start(t)
+		t.Run(e.name, func(t *testing.T) {
+			a := replica(t, e, filepath.Join(t.TempDir(), "settings.json"))
+			live := fmt.Sprintf(`{"job_id":"live-%s","series":[{"resource":"cpu","counter":1,"uuid":"u1","task":"t","t":[%d],"v":[1]}]}`,
+				e.name, time.Now().Add(-time.Second).UnixMilli())
+			req, _ := http.NewRequest(http.MethodPost, a.URL+"/api/v1/ingest", strings.NewReader(live))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Requested-With", "peakline")
+			resp, err := http.DefaultClient.Do(req)
+			must(t, err)
+			msg, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("ingest of a sample of now: %d %s", resp.StatusCode, msg)
+			}
+			e.flush(t)
+			job := "backfill-" + e.name
+			if out, err := run(t, "import", "--server", a.URL, "--job", job, tree); err != nil {
+				t.Fatalf("import of a job hours older than the engine's newest sample: %v (is the engine's out-of-order window set? README, Scaling out)\n%s", err, out)
+			}
+			e.flush(t)
+			if got := a.rawSamples(t, job); got != want {
+				t.Fatalf("%s reads %d samples of the backfilled job, the embedded store %d", e.name, got, want)
+			}
+		})
+	}
 }

@@ -26,7 +26,8 @@
 #     default (13h) would not ask them for it.
 #
 # Env: SCALEOUT_ENGINES (default "mimir thanos"), SCALEOUT_TESTS (go test
-# -run pattern, default the replica tests of remote_e2e_test.go),
+# -run pattern, default the replica tests of remote_e2e_test.go and the
+# backfill test of remote_scaleout_test.go),
 # SCALEOUT_PKGS (default the root package), OOO_WINDOW (default 87600h,
 # ten years: any test tree), GO.
 set -euo pipefail
@@ -34,7 +35,7 @@ set -euo pipefail
 bindir=$(cd "${1:?usage: scaleout-test.sh BINDIR}" && pwd)
 GO=${GO:-go}
 ENGINES=${SCALEOUT_ENGINES:-mimir thanos}
-TESTS=${SCALEOUT_TESTS:-^TestRemoteReplica}
+TESTS=${SCALEOUT_TESTS:-^TestRemote(Replica|Backfill)}
 PKGS=${SCALEOUT_PKGS:-.}
 OOO_WINDOW=${OOO_WINDOW:-87600h}
 
