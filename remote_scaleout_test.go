@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,10 +42,50 @@ func remoteEngines(t *testing.T) []func(*testing.T) *engine {
 	}
 	return []func(*testing.T) *engine{func(*testing.T) *engine {
 		// Mimir and Thanos answer from their ingesters/receivers as soon
-		// as a write is acknowledged (nothing to flush), keep float64
-		// values exactly, and have no series delete API.
-		return &engine{name: name, writeURL: w, queryURL: q, flush: func(*testing.T) {}, noDelete: true}
+		// as a write is acknowledged, keep float64 values exactly, and
+		// have no series delete API. Thanos query, though, asks a store
+		// only for the times the store last said it holds, which it
+		// learns every few seconds: after a backfill it must look again.
+		flush := func(*testing.T) {}
+		if name == "thanos" {
+			flush = func(t *testing.T) { thanosStoresChecked(t, q, time.Now()) }
+		}
+		return &engine{name: name, writeURL: w, queryURL: q, flush: flush, noDelete: true}
 	}}
+}
+
+// thanosStoresChecked waits (up to a minute) until Thanos query at base
+// has checked every store it knows since after.
+func thanosStoresChecked(t *testing.T, base string, after time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var doc struct {
+			Data map[string][]struct {
+				Name      string    `json:"name"`
+				LastCheck time.Time `json:"lastCheck"`
+			} `json:"data"`
+		}
+		resp, err := http.Get(base + "/api/v1/stores")
+		must(t, err)
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		must(t, err)
+		fresh, n := true, 0
+		for _, stores := range doc.Data {
+			for _, s := range stores {
+				n++
+				fresh = fresh && s.LastCheck.After(after)
+			}
+		}
+		if n > 0 && fresh {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thanos query at %s: its stores not checked again within a minute: %+v", base, doc.Data)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // TestRemoteBackfill: a job that ran hours ago, imported after the engine
