@@ -85,7 +85,7 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 		return nil, errors.New("retention: a remote store keeps what its engine keeps; set the engine's retention instead")
 	}
 	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header,
-		Relabel: schemaOnly, Logger: logger.With("component", "remote")})
+		Relabel: schemaOnly, Logger: logger.With("component", "remote"), Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,6 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 		s.maxFutureSkew = DefaultMaxFutureSkew
 	}
 	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
-	_ = reg
 	return s, nil
 }
 

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -78,6 +80,9 @@ type Config struct {
 	Relabel func(ls labels.Labels) labels.Labels
 	// Logger receives retries; nil discards.
 	Logger *slog.Logger
+	// Registerer receives the client's metrics (requests by operation
+	// and outcome, their durations, write retries); nil registers none.
+	Registerer prometheus.Registerer
 	// Sleep waits between retries; nil waits on a timer (tests pass a
 	// fake).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -88,6 +93,10 @@ type Client struct {
 	cfg   Config
 	http  *http.Client
 	query *url.URL
+
+	requests *prometheus.CounterVec   // op, code
+	duration *prometheus.HistogramVec // op
+	retries  prometheus.Counter
 	// export is what the engine answered to /api/v1/export: 0 not yet
 	// asked, 1 answered (VictoriaMetrics), 2 not found.
 	export atomic.Int32
@@ -124,7 +133,22 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
-	c := &Client{cfg: cfg, http: cfg.HTTP, query: qu}
+	f := promauto.With(cfg.Registerer)
+	c := &Client{cfg: cfg, http: cfg.HTTP, query: qu,
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "peakline_remote_requests_total",
+			Help: "Requests to the remote engine by operation (write, query, export, series, label…) and HTTP status code (\"error\" when none came back).",
+		}, []string{"op", "code"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "peakline_remote_request_duration_seconds",
+			Help:    "Duration of requests to the remote engine by operation, until the answer's headers.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"op"}),
+		retries: f.NewCounter(prometheus.CounterOpts{
+			Name: "peakline_remote_write_retries_total",
+			Help: "Remote write requests sent again after the engine was unavailable.",
+		}),
+	}
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -168,6 +192,7 @@ func (c *Client) Write(ctx context.Context, series []prompb.TimeSeries) error {
 		}
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
 		c.cfg.Logger.Warn("remote write failed, retrying", "attempt", attempt, "wait", wait, "err", err)
+		c.retries.Inc()
 		if err := c.cfg.Sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -187,7 +212,7 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	req.Header.Set("User-Agent", "peakline")
 	c.addHeader(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req, "write")
 	if err != nil {
 		return err
 	}
@@ -195,6 +220,22 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return statusError("remote write", resp.StatusCode, msg)
+}
+
+// do sends req, counting it under op.
+func (c *Client) do(req *http.Request, op string) (*http.Response, error) {
+	if i := strings.IndexByte(op, '/'); i >= 0 {
+		op = op[:i] // label/job_id/values: label
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	c.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	c.requests.WithLabelValues(op, code).Inc()
+	return resp, err
 }
 
 // statusError turns an HTTP status into nil (2xx), an error wrapping
@@ -245,12 +286,13 @@ func IsTooLarge(err error) bool {
 }
 
 // tooLarge reports whether the engine refused a read for its size, so
-// that the same read in smaller windows may pass: Prometheus' and Thanos'
-// --query.max-samples, VictoriaMetrics' -search.maxSamplesPerQuery and
-// -search.maxPointsPerTimeseries, Mimir's chunk and sample limits.
+// that the same read in smaller windows (or per job) may pass:
+// Prometheus' and Thanos' --query.max-samples, VictoriaMetrics'
+// -search.maxSamplesPerQuery, -search.maxPointsPerTimeseries and
+// -search.maxUniqueTimeseries, Mimir's chunk, series and sample limits.
 func (e *apiError) tooLarge() bool {
 	m := strings.ToLower(e.msg)
-	for _, s := range []string{"too many samples", "maxsamplesper", "maxpointsper", "exceeded the maximum number of", "max-samples", "too many points"} {
+	for _, s := range []string{"too many samples", "maxsamplesper", "maxpointsper", "maxuniquetimeseries", "exceeded the maximum number of", "max-samples", "too many points"} {
 		if strings.Contains(m, s) {
 			return true
 		}
@@ -286,42 +328,64 @@ func (c *Client) api(ctx context.Context, path string, params url.Values, dst an
 }
 
 func (c *Client) post(ctx context.Context, path string, params url.Values) (*http.Response, error) {
+	return c.postURL(ctx, c.query.String()+path, strings.TrimPrefix(path, "/api/v1/"), params)
+}
+
+// postURL calls u (GET for the label endpoints), counted under op.
+func (c *Client) postURL(ctx context.Context, u, op string, params url.Values) (*http.Response, error) {
 	var req *http.Request
 	var err error
-	if strings.HasPrefix(path, "/api/v1/label") {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, c.query.String()+path+"?"+params.Encode(), nil)
+	if strings.HasPrefix(op, "label") {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+params.Encode(), nil)
 	} else {
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, c.query.String()+path, strings.NewReader(params.Encode()))
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(params.Encode()))
 		if req != nil {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("build request %s: %w", path, err)
+		return nil, fmt.Errorf("build request %s: %w", u, err)
 	}
 	req.Header.Set("User-Agent", "peakline")
 	c.addHeader(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req, op)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, u, err)
 	}
 	return resp, nil
 }
 
 // Delete deletes every series the matchers select, over all time, with
 // the engine's delete API (/api/v1/admin/tsdb/delete_series, which
-// VictoriaMetrics single-node and Prometheus with --web.enable-admin-api
-// answer; on Prometheus the tombstones are then cleaned so that the same
-// series written again are not hidden). An engine without it gives
+// VictoriaMetrics and Prometheus with --web.enable-admin-api answer; on
+// Prometheus the tombstones are then cleaned so that the same series
+// written again are not hidden). For a VictoriaMetrics cluster, whose
+// query base is vmselect's /select/<tenant>/prometheus, the API is
+// vmselect's /delete/<tenant>/prometheus. An engine without it gives
 // ErrDeleteUnsupported.
 func (c *Client) Delete(ctx context.Context, ms ...*labels.Matcher) error {
 	params := url.Values{"match[]": {Selector(ms)}}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := c.post(ctx, "/api/v1/admin/tsdb/delete_series", params)
+	path := "/api/v1/admin/tsdb/delete_series"
+	if tenant, ok := strings.CutPrefix(c.query.Path, "/select/"); ok {
+		path = "/delete/" + tenant + path // vmselect: from the host's root
+		resp, err := c.postURL(ctx, c.query.Scheme+"://"+c.query.Host+path, "admin", params)
+		if err != nil {
+			return err
+		}
+		return c.deleted(ctx, resp, params, false)
+	}
+	resp, err := c.post(ctx, path, params)
 	if err != nil {
 		return err
 	}
+	return c.deleted(ctx, resp, params, true)
+}
+
+// deleted reads the answer of a delete; clean asks Prometheus to clean
+// its tombstones after it.
+func (c *Client) deleted(ctx context.Context, resp *http.Response, params url.Values, clean bool) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	switch {
@@ -333,6 +397,9 @@ func (c *Client) Delete(ctx context.Context, ms ...*labels.Matcher) error {
 	}
 	// Prometheus keeps tombstones until compaction, and they would hide
 	// the same series written again; VictoriaMetrics has no such endpoint.
+	if !clean {
+		return nil
+	}
 	if resp, err := c.post(ctx, "/api/v1/admin/tsdb/clean_tombstones", nil); err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
@@ -100,7 +103,8 @@ func TestWriteRetries(t *testing.T) {
 		srv := httptest.NewServer(rec)
 		defer srv.Close()
 		var waits []time.Duration
-		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3,
+		reg := prometheus.NewRegistry()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, WriteAttempts: 3, Registerer: reg,
 			Header:     http.Header{"X-Scope-Orgid": {"peakline"}},
 			MinBackoff: time.Second, MaxBackoff: 2 * time.Second,
 			Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
@@ -122,6 +126,18 @@ func TestWriteRetries(t *testing.T) {
 		}
 		if len(waits) != wantCalls-1 {
 			t.Fatalf("codes %v: %d waits, want %d", codes, len(waits), wantCalls-1)
+		}
+		if got := testutil.ToFloat64(c.retries); got != float64(wantCalls-1) {
+			t.Fatalf("codes %v: retries counted %v, want %d", codes, got, wantCalls-1)
+		}
+		for i, code := range codes[:min(wantCalls, len(codes))] {
+			n := 1.0
+			if i == len(codes)-1 {
+				n = float64(wantCalls - i)
+			}
+			if got := testutil.ToFloat64(c.requests.WithLabelValues("write", strconv.Itoa(code))); got != n {
+				t.Fatalf("codes %v: requests with code %d counted %v, want %v", codes, code, got, n)
+			}
 		}
 		for i, w := range waits { // 1s then 2s (the cap), ±20%
 			base := min(time.Second<<i, 2*time.Second)
@@ -348,4 +364,35 @@ func TestParseExportLine(t *testing.T) {
 			t.Errorf("%s: took it as %v", bad, s)
 		}
 	}
+}
+
+// Delete asks the engine's delete API: under the query base, or for a
+// VictoriaMetrics cluster (base /select/<tenant>/prometheus) at
+// vmselect's /delete/<tenant>/prometheus; Prometheus' tombstones are
+// cleaned after; a 404 is ErrDeleteUnsupported.
+func TestDeletePaths(t *testing.T) {
+	f := func(base string, status int, wantPaths []string, wantErr error) {
+		t.Helper()
+		var paths []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = r.ParseForm()
+			paths = append(paths, r.Method+" "+r.URL.Path+" "+r.Form.Get("match[]"))
+			w.WriteHeader(status)
+		}))
+		defer srv.Close()
+		c, err := New(Config{WriteURL: srv.URL + "/w", QueryURL: srv.URL + base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Delete(context.Background(), labels.MustNewMatcher(labels.MatchEqual, "job_id", "7"))
+		if !errors.Is(err, wantErr) || (wantErr == nil) != (err == nil) {
+			t.Fatalf("%s: %v, want %v", base, err, wantErr)
+		}
+		if !slices.Equal(paths, wantPaths) {
+			t.Fatalf("%s: asked %q, want %q", base, paths, wantPaths)
+		}
+	}
+	f("", 204, []string{`POST /api/v1/admin/tsdb/delete_series {job_id="7"}`, "POST /api/v1/admin/tsdb/clean_tombstones "}, nil)
+	f("/select/3/prometheus", 204, []string{`POST /delete/3/prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, nil)
+	f("/prometheus", 404, []string{`POST /prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, ErrDeleteUnsupported)
 }
