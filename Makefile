@@ -35,7 +35,8 @@ $(TOOLS_BIN)/victoria-metrics:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION)
 
 # Grafana Mimir and Thanos, built from the module proxy into ./bin/scaleout
-# (4-8 minutes each on 2 cores, at the lowest CPU priority), and the remote
+# (at the lowest CPU priority: minutes on an idle machine, up to an hour
+# beside other work; kept once built), and the remote
 # replica tests run against each, started on loopback with temp dirs and
 # stopped after (scripts/scaleout-test.sh; README, "Scaling out"). Not part
 # of make test, which tests VictoriaMetrics single-node and Prometheus.

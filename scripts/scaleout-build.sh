@@ -9,8 +9,9 @@
 # cache is read-only and the build writes go.sum entries) and built inside
 # it, where its replace directives apply. Thanos needs the build tags its own
 # Makefile uses (netgo, slicelabels: its label code is written for the slice
-# layout of Prometheus labels). Each build takes 4–8 minutes on 2 cores and
-# runs at the lowest CPU priority; a binary already in DIR is kept.
+# layout of Prometheus labels). Each build runs at the lowest CPU priority
+# (minutes on an idle 2-core machine; 68 and 44 minutes beside other work);
+# a binary already in DIR at the same version is kept.
 #
 # Mimir tags its releases mimir-X.Y.Z, which are not Go module versions, so
 # the proxy serves commits of main as pseudo-versions; Thanos tags semver.
