@@ -58,13 +58,14 @@ freeport() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start NAME LOG CMD...: starts a process in the background, remembered
-# for cleanup.
+# start NAME LOG CMD...: starts a process in the background in the
+# directory of LOG (Thanos query writes its active-query log to its working
+# directory), remembered for cleanup.
 start() {
 	local name=$1 log=$2
 	shift 2
 	echo "scaleout: start $name: $*"
-	"$@" >"$log" 2>&1 &
+	(cd "$(dirname "$log")" && exec "$@") >"$log" 2>&1 &
 	pids+=($!)
 }
 
