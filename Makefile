@@ -34,6 +34,22 @@ $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
 $(TOOLS_BIN)/victoria-metrics:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION)
 
+# Grafana Mimir and Thanos, built from the module proxy into ./bin/scaleout
+# (at the lowest CPU priority: minutes on an idle machine, up to an hour
+# beside other work; kept once built), and the remote
+# replica tests run against each, started on loopback with temp dirs and
+# stopped after (scripts/scaleout-test.sh; README, "Scaling out"). Not part
+# of make test, which tests VictoriaMetrics single-node and Prometheus.
+SCALEOUT_BIN ?= $(TOOLS_BIN)/scaleout
+
+.PHONY: scaleout-tools test-scaleout
+
+scaleout-tools:
+	GO=$(GO) scripts/scaleout-build.sh $(SCALEOUT_BIN)
+
+test-scaleout: scaleout-tools
+	GO=$(GO) scripts/scaleout-test.sh $(SCALEOUT_BIN)
+
 # The packages with concurrency run under the race detector.
 RACE_PKGS ?= ./server/ ./tsdb/... ./collector/...
 

@@ -28,6 +28,7 @@ type graphFlags struct {
 	points     int
 	warm, cold int
 	process    bool
+	remote     bool
 	dir        string
 	budget     time.Duration
 }
@@ -64,7 +65,15 @@ limit, 2m timeout) over store.Queryable(). Variants, each with its peer:
   cold process         a fresh peakline process (bench graph-once) per request
 
 p50/p99 over --warm (or --cold) requests. The OS page cache stays warm in
-every variant: nothing here drops it.`,
+every variant: nothing here drops it.
+
+With --remote the store is VictoriaMetrics single-node instead (./bin or
+PATH): each job is written through a stateless peakline serve
+(--remote-write-url, --remote-query-url) and its graph, over loopback HTTP
+with gzip, is timed against the engine's own raw read of the same job in
+the same run: the instant query {job_id="X"}[span] and /api/v1/export.
+Variants: a replica with its cache, one without (--remote-cache-ttl 1ns),
+and the first request of a freshly started replica.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runGraph(cmd, &f) },
 	}
@@ -78,6 +87,7 @@ every variant: nothing here drops it.`,
 	fl.BoolVar(&f.process, "process", true, "also measure a fresh process per request")
 	fl.DurationVar(&f.budget, "budget", 30*time.Second, "after 5 requests, stop a variant once its peer's requests took this long")
 	fl.StringVar(&f.dir, "dir", "", "keep the stores under DIR (default: a temp dir, removed)")
+	fl.BoolVar(&f.remote, "remote", false, "instead: the graph through a stateless peakline serve over VictoriaMetrics vs the engine's raw read of the job (graph_remote.go)")
 	return cmd
 }
 
@@ -142,6 +152,9 @@ func runGraph(cmd *cobra.Command, f *graphFlags) error {
 	}
 	if f.warm < 1 || f.cold < 1 {
 		return fmt.Errorf("--warm and --cold: must be at least 1")
+	}
+	if f.remote {
+		return runGraphRemote(cmd, f, sizes, started)
 	}
 	root := f.dir
 	if root == "" {

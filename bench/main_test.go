@@ -29,18 +29,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild is a minimal peakline root command: serve (the server main.go
-// builds, from server.Open) and bench.
+// runChild is a minimal peakline root command: serve (built by
+// server.Open, as main.go builds it, on --data or a remote engine) and
+// bench.
 func runChild(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "peakline", SilenceUsage: true, SilenceErrors: true}
 	root.PersistentFlags().String("log-level", "info", "")
-	var dataDir, listen string
+	var (
+		listen string
+		setup  server.Setup
+	)
 	serve := &cobra.Command{Use: "serve", RunE: func(cmd *cobra.Command, _ []string) error {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		srv, err := server.Open(server.Setup{DataDir: dataDir}, nil, reg)
+		srv, err := server.Open(setup, nil, reg)
 		if err != nil {
 			return err
 		}
@@ -51,7 +55,11 @@ func runChild(args []string) int {
 		}
 		return srv.Serve(cmd.Context(), ln)
 	}}
-	serve.Flags().StringVar(&dataDir, "data", "", "")
+	serve.Flags().StringVar(&setup.DataDir, "data", "", "")
+	serve.Flags().StringVar(&setup.Remote.WriteURL, "remote-write-url", "", "")
+	serve.Flags().StringVar(&setup.Remote.QueryURL, "remote-query-url", "", "")
+	serve.Flags().StringVar(&setup.Config.SettingsPath, "settings", "", "")
+	serve.Flags().DurationVar(&setup.Store.CacheTTL, "remote-cache-ttl", 0, "")
 	serve.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "")
 	root.AddCommand(serve, Command())
 	root.SetArgs(args)

@@ -27,13 +27,20 @@ func (c *Client) Appender(ctx context.Context) *Appender {
 }
 
 // slot returns the series of ls, reusing ref from an earlier call for
-// the same labels.
+// the same labels. Labels with an empty value are left out: to
+// Prometheus an empty label is an absent one (VictoriaMetrics drops
+// them on write), and Thanos receive drops a whole series that carries
+// one ("empty label name or value") while answering the write 200.
 func (a *Appender) slot(ref storage.SeriesRef, ls labels.Labels) (storage.SeriesRef, *prompb.TimeSeries) {
 	if ref > 0 && int(ref) <= len(a.series) {
 		return ref, &a.series[ref-1]
 	}
 	pls := make([]prompb.Label, 0, ls.Len())
-	ls.Range(func(l labels.Label) { pls = append(pls, prompb.Label{Name: l.Name, Value: l.Value}) })
+	ls.Range(func(l labels.Label) {
+		if l.Value != "" {
+			pls = append(pls, prompb.Label{Name: l.Name, Value: l.Value})
+		}
+	})
 	a.series = append(a.series, prompb.TimeSeries{Labels: pls})
 	return storage.SeriesRef(len(a.series)), &a.series[len(a.series)-1]
 }
