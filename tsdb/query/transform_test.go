@@ -58,6 +58,19 @@ func TestTransformValues(t *testing.T) {
 	if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), "whole range") {
 		t.Fatalf("nested functions of the whole range: %v", err)
 	}
+	// A range whose start is not a multiple of the step would read the
+	// whole range on the engine's aligned grid, between the query's
+	// steps: refused, naming the start and step; aligned, it answers.
+	for _, q := range []string{`running_max(b{job_id="2"})`, `range_max(b)`, `b default 0`, `interpolate(b)`} {
+		_, err = e.Range(context.Background(), q, testBase.Add(-5*time.Minute+300*time.Millisecond), testBase, time.Minute)
+		want := "start 2026-03-01T11:55:00.3Z is not a multiple of step 1m0s"
+		if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s over an unaligned range: %v, want bad_data %q", q, err, want)
+		}
+	}
+	if _, err := e.Range(context.Background(), `max_over_time(b[2m])`, testBase.Add(-5*time.Minute+300*time.Millisecond), testBase, time.Minute); err != nil {
+		t.Fatalf("a rollup over an unaligned range: %v", err)
+	}
 }
 
 // The whole range a range transform reads counts in --query-max-points

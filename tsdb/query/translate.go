@@ -96,6 +96,10 @@ type translator struct {
 	// nestedRange is an argument of a whole-range function that holds
 	// a subquery pinned with @, in a range query (see wholeRange).
 	nestedRange string
+	// unaligned is set when a function over the whole range is asked in
+	// a range query whose start is not a multiple of the step (see
+	// wholeRange).
+	unaligned bool
 	// sqStep is the step of the innermost subquery whose expression is
 	// being translated, 0 outside subqueries: a rollup there is evaluated
 	// at the subquery's steps (see widen).
