@@ -37,6 +37,12 @@ func TestTransformValues(t *testing.T) {
 	f(`range_first(b{job_id="1"})`, time.Minute, `{__name__="b", counter="3", job_id="1"} 61 61 61 61 61 61`)
 	f(`range_max(b)`, 0, `{counter="3", job_id="1"} 41 | {counter="4", job_id="2"} 62`)
 	f(`range_normalize(b{job_id="1"})`, time.Minute, `{__name__="b", counter="3", job_id="1"} 0.824 1 0 0.176 0.353 0.529`)
+	// A series of one point (73, at the second step): the functions that
+	// answer at the series' points answer there only, not at every later
+	// step; keep_next_value fills the steps before it.
+	f(`interpolate(b{job_id="1"} > 70)`, time.Minute, `{__name__="b", counter="3", job_id="1"} 73`)
+	f(`keep_next_value(b{job_id="1"} > 70)`, time.Minute, `{__name__="b", counter="3", job_id="1"} 73 73`)
+	f(`remove_resets(b{job_id="1"} > 70)`, time.Minute, `{__name__="b", counter="3", job_id="1"} 73`)
 	f(`remove_resets(b{job_id="1"})`, time.Minute, `{__name__="b", counter="3", job_id="1"} 61 73 78 90 102 114`)
 	f(`label_set(b{job_id="2"}, "x", "y", "counter", "")`, 0, `{__name__="b", job_id="2", x="y"} 62`)
 	f(`label_value(b{job_id="2"}, "counter")`, 0, `{counter="4", job_id="2"} 4`)
