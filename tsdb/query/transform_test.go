@@ -54,6 +54,10 @@ func TestTransformValues(t *testing.T) {
 	f(`b{job_id="1"} default 0`, 0, `{__name__="b", counter="3", job_id="1"} 41`)
 	f(`nothing default 7`, 0, `{} 7`)
 	f(`sum(b) by (job_id) limit 1`, 0, `{job_id="1"} 41`)
+	// limit keeps at most N series over the range: job 2 alone at the
+	// last step is not taken, job 1 being first over the range.
+	f(`sum(b > 60) by (job_id) limit 1`, time.Minute, `{job_id="1"} 61 73`)
+	f(`sum(b > 60) by (job_id) limit 2`, time.Minute, `{job_id="1"} 61 73 | {job_id="2"} 92 110 62`)
 	f(`share(b) by (job_id) limit 1`, 0, `{__name__="b", counter="3", job_id="1"} 1`)
 	// Functions of the whole range over one another answer at an
 	// instant; over a range they are refused (the engine would shift the

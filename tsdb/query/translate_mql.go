@@ -535,7 +535,15 @@ func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) 
 	if err != nil {
 		return nil, err
 	}
-	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out}, g...)...), nil
+	// The groups are chosen over the whole range, as VictoriaMetrics
+	// keeps at most that many series; over an aggregation that already
+	// holds a function of the whole range (topk_max...), whose answer
+	// the engine cannot pin again, they are chosen at each step.
+	var all parser.Expr = out
+	if !pinnedWithin(out) {
+		all = &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
+	}
+	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out, all}, g...)...), nil
 }
 
 // checkTimezone refuses an unknown time zone of timezone_offset.
