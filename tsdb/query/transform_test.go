@@ -71,9 +71,12 @@ func TestTransformValues(t *testing.T) {
 	// A range whose start is not a multiple of the step would read the
 	// whole range on the engine's aligned grid, between the query's
 	// steps: refused, naming the start and step; aligned, it answers.
-	for _, q := range []string{`running_max(b{job_id="2"})`, `range_max(b)`, `b default 0`, `interpolate(b)`} {
+	for q, fn := range map[string]string{
+		`running_max(b{job_id="2"})`: "running_max", `abs(range_max(b))`: "range_max", `b default 0`: "default",
+		`interpolate(b) + 1`: "interpolate", `sum(b) by (job_id) limit 1`: "limit 1",
+	} {
 		_, err = e.Range(context.Background(), q, testBase.Add(-5*time.Minute+300*time.Millisecond), testBase, time.Minute)
-		want := "start 2026-03-01T11:55:00.3Z is not a multiple of step 1m0s"
+		want := fn + ": start 2026-03-01T11:55:00.3Z is not a multiple of step 1m0s"
 		if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s over an unaligned range: %v, want bad_data %q", q, err, want)
 		}

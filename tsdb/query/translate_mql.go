@@ -56,8 +56,8 @@ func (t *translator) wholeRange(inner parser.Expr) *parser.SubqueryExpr {
 	if t.stepMs > 0 && t.nestedRange == "" && pinnedWithin(inner) {
 		t.nestedRange = inner.String()
 	}
-	if t.stepMs > 0 && t.startMs%t.stepMs != 0 {
-		t.unaligned = true
+	if t.stepMs > 0 && t.startMs%t.stepMs != 0 && t.unaligned == "" {
+		t.unaligned = t.within
 	}
 	stepMs, lastMs, rangeMs := int64(1), t.endMs, int64(1)
 	if t.stepMs > 0 {
@@ -541,6 +541,7 @@ func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) 
 	// the engine cannot pin again, they are chosen at each step.
 	var all parser.Expr = out
 	if !pinnedWithin(out) {
+		defer t.translating("limit " + strconv.Itoa(ae.Limit))()
 		all = &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
 	}
 	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out, all}, g...)...), nil
