@@ -141,6 +141,12 @@ var aggregateCases = []vmCase{
 	{query: `histogram_quantile(0.5, sum(histogram_over_time(peakline_cpu_percent[5m])) by (vmrange))`},
 	{query: `histogram(` + withOutlier + `) by (job_id)`},
 	{query: `histogram(last_over_time(peakline_memory_bytes[5s])) by (job_id)`, span: vmAnsible},
+	// Range transforms over rollups without a window (the step's), over
+	// samples 0.5-1.5s apart at a 2s step, as Grafana asks for them.
+	{query: `range_max(last_over_time(peakline_cpu_percent))`, span: vmAnsible},
+	{query: `running_sum(max_over_time(peakline_pids))`, span: vmAnsible},
+	{query: `interpolate(last_over_time(peakline_memory_bytes))`, span: vmAnsible},
+	{query: `label_set(time(), "a", "b")`},
 	{query: `limitk(5, ` + cpu2m + `)`},
 	{query: `sum(` + cpu2m + `, ` + reqs1m + `) by (job_id)`},
 }
