@@ -151,7 +151,7 @@ func aggregations() []extension {
 		{fnDef(internalPrefix+"outliers_iqr", -1, vec, txt), perSeries(0, outliersIQR)},
 		{fnDef(internalPrefix+"median_dist2", -1, vec, txt), perSeries(0, medianDist2)},
 		{fnDef(internalPrefix+"topk_range", -1, scl, vec, vec, txt), topkRange},
-		{fnDef(internalPrefix+"limit", -1, scl, vec, txt), limitGroups},
+		{fnDef(internalPrefix+"limit", -1, scl, vec, vec, txt), limitGroups},
 	}
 }
 
@@ -348,18 +348,24 @@ func topkRange(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, e
 	return enh.Out, nil
 }
 
-// limitGroups answers the series of the first n groups (args[1],
-// grouped by args[2:] as the aggregation grouped its input), in the
-// order of their labels: the limit modifier of an aggregation.
+// limitGroups answers the series of args[1] in the first n groups
+// (grouped by args[3:] as the aggregation grouped its input) of args[2],
+// the aggregation's answer over the whole range, in the order of their
+// labels: the limit modifier of an aggregation, which keeps at most n
+// series over the range, not n at each step.
 func limitGroups(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
-	keys, groups := groupingArgs(args, 2).group(vals[1])
-	order := make([]int, len(keys))
-	for i := range order {
-		order[i] = i
+	g := groupingArgs(args, 3)
+	keys, _ := g.group(vals[2])
+	slices.SortFunc(keys, labels.Compare)
+	chosen := map[uint64]bool{}
+	for _, k := range keys[:intK(scalarArg(vals, 0), len(keys))] {
+		chosen[k.Hash()] = true
 	}
-	slices.SortFunc(order, func(a, b int) int { return labels.Compare(keys[a], keys[b]) })
-	for _, i := range order[:intK(scalarArg(vals, 0), len(order))] {
-		enh.Out = append(enh.Out, groups[i]...)
+	b := labels.NewBuilder(labels.EmptyLabels())
+	for _, s := range vals[1] {
+		if chosen[g.key(b, s.Metric).Hash()] {
+			enh.Out = append(enh.Out, s)
+		}
 	}
 	return enh.Out, nil
 }

@@ -248,6 +248,9 @@ func (e *Engine) translate(ctx context.Context, qs string, start, end time.Time,
 	if t.nestedRange != "" {
 		return nil, badData("%s: a function over the whole range (range_*, running_*, default, histogram, topk_max...) over an argument with another one, or with a subquery pinned with @, is answered at an instant only; write it as an instant query or split it", t.nestedRange)
 	}
+	if t.unaligned != "" {
+		return nil, badData("%s: start %s is not a multiple of step %s: a function over the whole range (range_*, running_*, default, interpolate, keep_last_value, topk_max, the limit modifier...) needs a range query aligned to its step, as Grafana sends it; align start to the step", t.unaligned, start.UTC().Format(time.RFC3339Nano), step)
+	}
 	// keep_metric_names repeats its expression once per metric name: the
 	// PromQL the engine parses is bounded like the query.
 	if ops := countOperators(pe); ops > maxOperators {

@@ -88,6 +88,9 @@ func seriesData(arg parser.Expr, m promql.Matrix) *rangeData {
 	for i := 1; i < len(pts); i++ {
 		d.gapMs = min(d.gapMs, pts[i].T-pts[i-1].T)
 	}
+	if len(pts) < 2 {
+		d.gapMs = 1
+	}
 	for _, p := range pts {
 		if !math.IsNaN(p.F) {
 			d.ts = append(d.ts, p.T)

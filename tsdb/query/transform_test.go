@@ -37,6 +37,12 @@ func TestTransformValues(t *testing.T) {
 	f(`range_first(b{job_id="1"})`, time.Minute, `{__name__="b", counter="3", job_id="1"} 61 61 61 61 61 61`)
 	f(`range_max(b)`, 0, `{counter="3", job_id="1"} 41 | {counter="4", job_id="2"} 62`)
 	f(`range_normalize(b{job_id="1"})`, time.Minute, `{__name__="b", counter="3", job_id="1"} 0.824 1 0 0.176 0.353 0.529`)
+	// A series of one point (73, at the second step): the functions that
+	// answer at the series' points answer there only, not at every later
+	// step; keep_next_value fills the steps before it.
+	f(`interpolate(b{job_id="1"} > 70)`, time.Minute, `{__name__="b", counter="3", job_id="1"} 73`)
+	f(`keep_next_value(b{job_id="1"} > 70)`, time.Minute, `{__name__="b", counter="3", job_id="1"} 73 73`)
+	f(`remove_resets(b{job_id="1"} > 70)`, time.Minute, `{__name__="b", counter="3", job_id="1"} 73`)
 	f(`remove_resets(b{job_id="1"})`, time.Minute, `{__name__="b", counter="3", job_id="1"} 61 73 78 90 102 114`)
 	f(`label_set(b{job_id="2"}, "x", "y", "counter", "")`, 0, `{__name__="b", job_id="2", x="y"} 62`)
 	f(`label_value(b{job_id="2"}, "counter")`, 0, `{counter="4", job_id="2"} 4`)
@@ -48,6 +54,10 @@ func TestTransformValues(t *testing.T) {
 	f(`b{job_id="1"} default 0`, 0, `{__name__="b", counter="3", job_id="1"} 41`)
 	f(`nothing default 7`, 0, `{} 7`)
 	f(`sum(b) by (job_id) limit 1`, 0, `{job_id="1"} 41`)
+	// limit keeps at most N series over the range: job 2 alone at the
+	// last step is not taken, job 1 being first over the range.
+	f(`sum(b > 60) by (job_id) limit 1`, time.Minute, `{job_id="1"} 61 73`)
+	f(`sum(b > 60) by (job_id) limit 2`, time.Minute, `{job_id="1"} 61 73 | {job_id="2"} 92 110 62`)
 	f(`share(b) by (job_id) limit 1`, 0, `{__name__="b", counter="3", job_id="1"} 1`)
 	// Functions of the whole range over one another answer at an
 	// instant; over a range they are refused (the engine would shift the
@@ -57,6 +67,22 @@ func TestTransformValues(t *testing.T) {
 	var qe *query.Error
 	if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), "whole range") {
 		t.Fatalf("nested functions of the whole range: %v", err)
+	}
+	// A range whose start is not a multiple of the step would read the
+	// whole range on the engine's aligned grid, between the query's
+	// steps: refused, naming the start and step; aligned, it answers.
+	for q, fn := range map[string]string{
+		`running_max(b{job_id="2"})`: "running_max", `abs(range_max(b))`: "range_max", `b default 0`: "default",
+		`interpolate(b) + 1`: "interpolate", `sum(b) by (job_id) limit 1`: "limit 1",
+	} {
+		_, err = e.Range(context.Background(), q, testBase.Add(-5*time.Minute+300*time.Millisecond), testBase, time.Minute)
+		want := fn + ": start 2026-03-01T11:55:00.3Z is not a multiple of step 1m0s"
+		if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s over an unaligned range: %v, want bad_data %q", q, err, want)
+		}
+	}
+	if _, err := e.Range(context.Background(), `max_over_time(b[2m])`, testBase.Add(-5*time.Minute+300*time.Millisecond), testBase, time.Minute); err != nil {
+		t.Fatalf("a rollup over an unaligned range: %v", err)
 	}
 }
 

@@ -96,6 +96,13 @@ type translator struct {
 	// nestedRange is an argument of a whole-range function that holds
 	// a subquery pinned with @, in a range query (see wholeRange).
 	nestedRange string
+	// unaligned names the function over the whole range asked in a
+	// range query whose start is not a multiple of the step (see
+	// wholeRange), "" for none.
+	unaligned string
+	// within names the MetricsQL function, aggregation or operator
+	// being translated, for the refusals that name it.
+	within string
 	// sqStep is the step of the innermost subquery whose expression is
 	// being translated, 0 outside subqueries: a rollup there is evaluated
 	// at the subquery's steps (see widen).
@@ -364,6 +371,7 @@ func (t *translator) unsupported(name string) error {
 // call translates a function call.
 func (t *translator) call(fe *metricsql.FuncExpr) (parser.Expr, error) {
 	name := strings.ToLower(fe.Name)
+	defer t.translating(name)()
 	if out, ok, err := t.mqlCall(fe, name); ok {
 		return out, err
 	}
@@ -452,6 +460,7 @@ var aggregators = map[string]parser.ItemType{
 // aggregate translates an aggregation.
 func (t *translator) aggregate(ae *metricsql.AggrFuncExpr) (parser.Expr, error) {
 	name := strings.ToLower(ae.Name)
+	defer t.translating(name)()
 	if out, ok, err := t.mqlAggregate(ae, name); ok {
 		if err != nil {
 			return nil, err
@@ -507,7 +516,16 @@ var binaryOps = map[string]parser.ItemType{
 }
 
 // binary translates a binary operation with its matching modifiers.
+// translating records that name is being translated until the returned
+// function restores the outer one.
+func (t *translator) translating(name string) func() {
+	outer := t.within
+	t.within = name
+	return func() { t.within = outer }
+}
+
 func (t *translator) binary(be *metricsql.BinaryOpExpr) (parser.Expr, error) {
+	defer t.translating(strings.ToLower(be.Op))()
 	if out, ok, err := t.mqlBinary(be, strings.ToLower(be.Op)); ok {
 		return out, err
 	}

@@ -44,8 +44,9 @@ var regexpArg = map[string]int{"label_match": 2, "label_mismatch": 2, "label_tra
 // a range-vector function sees the whole range at every step and the
 // engine evaluates it once. An instant query's range is its one instant.
 // The subquery's grid is the engine's, aligned to multiples of the step:
-// for a range whose start is not a multiple of the step (Grafana and
-// VictoriaMetrics align it) the points fall between the query's steps.
+// for a range whose start is not a multiple of the step the points would
+// fall between the query's steps, so such a range is refused (unaligned;
+// Grafana aligns start to the step).
 //
 // The engine evaluates a subquery pinned with @ inside another one over
 // a shifted window in a range query, so a range transform (or default,
@@ -54,6 +55,9 @@ var regexpArg = map[string]int{"label_match": 2, "label_mismatch": 2, "label_tra
 func (t *translator) wholeRange(inner parser.Expr) *parser.SubqueryExpr {
 	if t.stepMs > 0 && t.nestedRange == "" && pinnedWithin(inner) {
 		t.nestedRange = inner.String()
+	}
+	if t.stepMs > 0 && t.startMs%t.stepMs != 0 && t.unaligned == "" {
+		t.unaligned = t.within
 	}
 	stepMs, lastMs, rangeMs := int64(1), t.endMs, int64(1)
 	if t.stepMs > 0 {
@@ -531,7 +535,16 @@ func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) 
 	if err != nil {
 		return nil, err
 	}
-	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out}, g...)...), nil
+	// The groups are chosen over the whole range, as VictoriaMetrics
+	// keeps at most that many series; over an aggregation that already
+	// holds a function of the whole range (topk_max...), whose answer
+	// the engine cannot pin again, they are chosen at each step.
+	var all parser.Expr = out
+	if !pinnedWithin(out) {
+		defer t.translating("limit " + strconv.Itoa(ae.Limit))()
+		all = &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
+	}
+	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out, all}, g...)...), nil
 }
 
 // checkTimezone refuses an unknown time zone of timezone_offset.

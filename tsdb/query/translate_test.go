@@ -123,7 +123,9 @@ func TestTranslate(t *testing.T) {
 	f(`range_max(a)`, 0, `range_max((a)[1ms:1ms] @ 1772366400.000)`)
 	f(`range_quantile(0.9, a)`, time.Minute,
 		`metricsql_name_back(range_quantile(0.9, (label_move(a, "__name__", "__metricsql_name__"))[6m:1m] @ 1772366400.000))`)
-	f(`running_sum(sum(a))`, 2*time.Minute, `running_sum((sum(a))[6m:2m] @ 1772366340.000)`)
+	// A step that does not reach end: the last step is before it (the
+	// start, 1772366100, is a multiple of 124s).
+	f(`running_sum(sum(a))`, 124*time.Second, `running_sum((sum(a))[6m12s:2m4s] @ 1772366348.000)`)
 	f(`clamp_min(400, 0) * a`, 0, `scalar(clamp_min(vector(400), 0)) * a`)
 	f(`label_replace(1, "x", "y", "", "")`, 0, `label_replace(vector(1), "x", "y", "", "")`)
 	f(`now()`, 0, `1772366460`)
@@ -134,8 +136,8 @@ func TestTranslate(t *testing.T) {
 	f(`topk_max(2, a, "o=rest") by (x)`, time.Minute,
 		`metricsql_topk_range(2, a, metricsql_name_back(range_max((label_move(a, "__name__", "__metricsql_name__"))[6m:1m] @ 1772366400.000)), "o=rest", "top", "by", "x")`)
 	f(`sum(a, b)`, 0, `sum(union(a, b))`)
-	f(`sum(a) by (x) limit 2`, 0, `metricsql_limit(2, sum by (x) (a), "by", "x")`)
-	f(`topk(1, a) by (x) limit 2`, 0, `metricsql_limit(2, topk by (x) (1, a), "by", "x")`)
+	f(`sum(a) by (x) limit 2`, time.Minute, `metricsql_limit(2, sum by (x) (a), last_over_time((sum by (x) (a))[6m:1m] @ 1772366400.000), "by", "x")`)
+	f(`topk(1, a) by (x) limit 2`, 0, `metricsql_limit(2, topk by (x) (1, a), last_over_time((topk by (x) (1, a))[1ms:1ms] @ 1772366400.000), "by", "x")`)
 	// MetricsQL syntax.
 	f(`a default 0`, time.Minute, `metricsql_default_scalar(a, last_over_time((a)[6m:1m] @ 1772366400.000), 0)`)
 	f(`a default on(x) b`, 0, `metricsql_default(a, last_over_time((a)[1ms:1ms] @ 1772366400.000), b, "on", "x")`)

@@ -15,6 +15,8 @@ const (
 	cpuMax  = `max_over_time(peakline_cpu_percent[2m])`
 	reqs1m  = `last_over_time(peakline_test_requests_total[1m])`
 	cpuGaps = `last_over_time(peakline_cpu_percent[1m])`
+	// onePoint is cpuGaps at one step of vmSynthetic's range only.
+	onePoint = cpuGaps + ` and on() (vector(time()) == 1772365800)`
 	// vm1 leaves out the series that ends before the range does, which
 	// VictoriaMetrics' instant queries still carry as empty series (it
 	// carries every series with a sample in the lookback before the
@@ -58,6 +60,13 @@ var transformCases = []vmCase{
 	{query: `keep_last_value(` + cpuGaps + `)`},
 	{query: `keep_next_value(` + cpuGaps + `)`},
 	{query: `interpolate(` + cpuGaps + `)`},
+	// Series of one point over the range (at vmBase-10m): answered at
+	// that point only (keep_next_value and keep_last_value fill around it).
+	{query: `interpolate(` + onePoint + `)`},
+	{query: `keep_next_value(` + onePoint + `)`},
+	{query: `keep_last_value(` + onePoint + `)`},
+	{query: `smooth_exponential(` + onePoint + `, 0.5)`},
+	{query: `remove_resets(` + onePoint + `)`},
 	{query: `remove_resets(` + reqs1m + `)`},
 	{query: `smooth_exponential(` + cpu2m + `, 0.5)`},
 	{query: `label_set(` + cpu2m + `, "x", "y", "task", "")`},
@@ -132,6 +141,12 @@ var aggregateCases = []vmCase{
 	{query: `histogram_quantile(0.5, sum(histogram_over_time(peakline_cpu_percent[5m])) by (vmrange))`},
 	{query: `histogram(` + withOutlier + `) by (job_id)`},
 	{query: `histogram(last_over_time(peakline_memory_bytes[5s])) by (job_id)`, span: vmAnsible},
+	// Range transforms over rollups without a window (the step's), over
+	// samples 0.5-1.5s apart at a 2s step, as Grafana asks for them.
+	{query: `range_max(last_over_time(peakline_cpu_percent))`, span: vmAnsible},
+	{query: `running_sum(max_over_time(peakline_pids))`, span: vmAnsible},
+	{query: `interpolate(last_over_time(peakline_memory_bytes))`, span: vmAnsible},
+	{query: `label_set(time(), "a", "b")`},
 	{query: `limitk(5, ` + cpu2m + `)`},
 	{query: `sum(` + cpu2m + `, ` + reqs1m + `) by (job_id)`},
 }
