@@ -139,6 +139,9 @@ func TestValidateInfo(t *testing.T) {
 	f(func(b *Batch) { b.Info.TemplateName = strings.Repeat("n", MaxTemplateNameLen+1) }, "template_name: is 513 bytes long")
 	f(func(b *Batch) { b.Info.Status = strings.Repeat("s", MaxStatusLen+1) }, "status: is 33 bytes long")
 	f(func(b *Batch) { b.Info.Playbook = "\xff" }, "playbook: is not valid UTF-8")
+	f(func(b *Batch) { b.Info.TemplateName = "deploy\x01web" }, "template_name: has a control character (U+0001) at byte 6")
+	f(func(b *Batch) { b.Info.Status = "running\n" }, "status: has a control character (U+000A) at byte 7")
+	f(func(b *Batch) { b.Info.Playbook = "site\u0085.yml" }, "playbook: has a control character (U+0085) at byte 4")
 	f(func(b *Batch) { b.Tasks[1].Path = strings.Repeat("p", MaxTaskPathLen+1) }, "tasks[1].task_path")
 	f(func(b *Batch) { b.Tasks[2].Play = strings.Repeat("p", MaxPlayLen+1) }, "tasks[2].play")
 	f(func(b *Batch) { b.Tasks[0].Role = strings.Repeat("r", MaxRoleLen+1) }, "tasks[0].role")
@@ -152,6 +155,12 @@ func TestAppendSeriesJobInfo(t *testing.T) {
 	ls := labels.FromStrings(labels.MetricName, MetricJobInfo, LabelJob, "r1", LabelTemplateID, "7", LabelTemplateName, strings.Repeat("n", MaxTemplateNameLen+1))
 	if _, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "template_name must be at most 512 bytes") {
 		t.Fatalf("AppendSeries of a long template name: %v, want a refusal naming template_name", err)
+	}
+	for _, l := range [][2]string{{LabelTemplateID, "7\x00"}, {LabelTemplateName, "a\tb"}, {LabelStatus, "ok\x7f"}, {LabelPlaybook, "\x1bsite.yml"}} {
+		ls := labels.FromStrings(labels.MetricName, MetricJobInfo, LabelJob, "r1", l[0], l[1])
+		if _, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), l[0]+" must be at most") {
+			t.Errorf("AppendSeries of %s=%q: %v, want a refusal naming %s", l[0], l[1], err, l[0])
+		}
 	}
 	ls = labels.FromStrings(labels.MetricName, MetricJobInfo, LabelJob, "r1", LabelTemplateID, "7", LabelStatus, "successful")
 	if _, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}}); err != nil {
