@@ -150,7 +150,13 @@ func testHistoryJS(t *testing.T, browser context.Context, base string) {
 		]};
 		const before = JSON.stringify(doc);
 		const say = (job) => [...h.usualOf(doc, job)].map(([c, e]) => c + ': ' + ((h.usualSummary(e) || {text: '—'}).text) + ((h.usualSummary(e) || {}).regressed ? ' !' : '')).join(', ');
-		const out = [say('j5'), say('j1'), say('nope') || '(none)', [2.776, 0.5, 1, 12.3, NaN].map(h.fmtFactor).join(' ')];
+		// Three runs still going at 10 (cut short) are no usual for a
+		// finished run of 100.
+		const ids = ['f1', 'f2', 'f3', 'g1', 'g2', 'g3', 'f4'];
+		const doc2 = {runs: ids.map((j) => ({job_id: j, status: j[0] === 'g' ? 'running' : 'successful'})),
+			tasks: [{key: 'f', name: 'f', runs: ids.map((j, i) => run(j, 40 + i, j[0] === 'g' ? 10 : 100, 1000)), regressions: []}]};
+		const say2 = (job) => [...h.usualOf(doc2, job)].map(([c, e]) => c + ': ' + h.usualSummary(e).text).join(', ');
+		const out = [say('j5'), say('j1'), say('nope') || '(none)', [2.776, 0.5, 1, 12.3, NaN].map(h.fmtFactor).join(' '), say2('f4'), say2('g1')];
 		if (JSON.stringify(doc) !== before) out.push('the document was modified');
 		return out.join(' | ');
 	})()`, chromedp.EvalAwaitPromise))
@@ -158,7 +164,8 @@ func testHistoryJS(t *testing.T, browser context.Context, base string) {
 		t.Fatal(err)
 	}
 	want := "5: memory 3.0× usual !, 7: —, 12: duration 1.5× usual, 24: as usual, 34: as usual" +
-		" | 3: as usual, 8: as usual, 20: as usual, 30: memory 0.50× usual | (none) | 2.8× 0.50× 1.0× 12× –"
+		" | 3: as usual, 8: as usual, 20: as usual, 30: memory 0.50× usual | (none) | 2.8× 0.50× 1.0× 12× –" +
+		" | 46: as usual | 43: memory 0.10× usual"
 	if got != want {
 		t.Errorf("history.js says\n%s\nwant\n%s", got, want)
 	}
