@@ -3,6 +3,8 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +175,60 @@ func TestAppendSeriesJobInfo(t *testing.T) {
 	if want := (JobInfo{TemplateID: "7", Status: "successful"}); sum.Info != want {
 		t.Errorf("info = %+v, want %+v", sum.Info, want)
 	}
+}
+
+// TemplateJobs asked while jobs of the template are written lists every
+// one of them once the writes are done: info read while a job's write was
+// in flight is not kept after the write.
+func TestTemplateJobsUnderWrites(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	start := time.Now().Add(-time.Hour).UnixMilli()
+	const n = 60
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := s.TemplateJobs(ctx, "7"); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	var want []string
+	for i := range n {
+		b := exampleBatch(fmt.Sprintf("j%03d", i), start+int64(i)*10_000)
+		b.Info = JobInfo{TemplateID: "7"}
+		if _, err := s.Append(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b.JobID)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.TemplateJobs(ctx, "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("TemplateJobs(7) after the writes = %d jobs, want all %d; missing %v", len(got), n, missing(want, got))
+	}
+}
+
+func missing(want, got []string) []string {
+	var out []string
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
