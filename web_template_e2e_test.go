@@ -123,6 +123,29 @@ func TestTemplatePage(t *testing.T) {
 	t.Run("job page vs usual", func(t *testing.T) { testJobVsUsual(t, browser, srv.URL, jobFactor, heavyCounter) })
 	t.Run("jobs list", func(t *testing.T) { testJobsTemplates(t, browser, srv.URL) })
 	t.Run("history.js", func(t *testing.T) { testHistoryJS(t, browser, srv.URL) })
+	t.Run("long task name", func(t *testing.T) { testLongTaskName(t, browser, srv.URL) })
+}
+
+// testLongTaskName: a task named with 1,000 characters keeps its row of
+// the template page to three lines, the whole name in its title.
+func testLongTaskName(t *testing.T, browser context.Context, base string) {
+	name := "install " + strings.Repeat("very-long-package-name-", 43)
+	b := webTinyJob("long1", 1_796_020_000_000)
+	b.TemplateID = "long"
+	b.Tasks[0].Name, b.Series[0].Task = name, name
+	webIngest(t, base, b)
+	tab := webOpenTab(t, browser)
+	tab.navigate(t, base+"/templates/long")
+	tab.poll(t, `window.peakline && window.peakline.ready && document.querySelector('table.history td.name .task-name') !== null`)
+	got := webEval[string](t, tab, `(() => {
+		const n = document.querySelector('table.history td.name .task-name');
+		const lines = Math.round(n.getBoundingClientRect().height / parseFloat(getComputedStyle(n).lineHeight));
+		return lines + ' lines, title ' + n.title.length + ' chars';
+	})()`)
+	if want := fmt.Sprintf("3 lines, title %d chars", len(name)); got != want {
+		t.Errorf("long task name: %s, want %s", got, want)
+	}
+	tab.checkProblems(t)
 }
 
 // testHistoryJS checks the "vs usual" figures of history.js on a small
