@@ -192,6 +192,12 @@ func printRegressions(w io.Writer, rep regressionsReport) {
 	if rep.TemplateName != "" {
 		name += " (" + rep.TemplateName + ")"
 	}
+	if len(rep.Regressions) == 0 && rep.Runs-1 < history.DefaultRule().MinOthers {
+		// Exit 0 still: a template's first runs must not fail a pipeline,
+		// but the table must not read as a judgement.
+		fmt.Fprintf(w, "template %s, job %s: no regressions: too few runs to compare (%d other runs; a run needs %d)\n", name, rep.JobID, rep.Runs-1, history.DefaultRule().MinOthers)
+		return
+	}
 	if len(rep.Regressions) == 0 {
 		fmt.Fprintf(w, "template %s, job %s: no regressions against the other %d runs\n", name, rep.JobID, rep.Runs-1)
 		return

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -93,6 +95,11 @@ func TestRegressionsExitCodes(t *testing.T) {
 		t.Errorf("--job 1004 --json: exit %d, %q; want 0 and an empty list", code, out)
 	}
 
+	out, _, code = runCode(t, "regressions", "--server", s.URL, "--template", "7", "--job", "1002")
+	if want := "template 7 (deploy-web), job 1002: no regressions: too few runs to compare (1 other runs; a run needs 3)\n"; code != 0 || out != want {
+		t.Errorf("--job 1002: exit %d, %q; want 0 and %q", code, out, want)
+	}
+
 	// A port nobody listens on.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,6 +121,19 @@ func TestRegressionsExitCodes(t *testing.T) {
 	usage(`template "8" has no runs`, "--server", s.URL, "--template", "8")
 	usage(`404 Not Found: job: "9999" is not a run of template "7"`, "--server", s.URL, "--template", "7", "--job", "9999")
 	usage("connection refused", "--server", closed, "--template", "7")
+
+	// A server that wants a token: none, or a wrong one, is a 2 that says so.
+	dir := t.TempDir()
+	authFile, badTok := filepath.Join(dir, "auth.yml"), filepath.Join(dir, "bad.tok")
+	if err := os.WriteFile(authFile, []byte(`tokens: [{name: ci, token: "read-token-0123456789", scopes: [read]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(badTok, []byte("wrong-token-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secured := serve(t, "--data", t.TempDir(), "--auth-file", authFile)
+	usage("server answered 401 Unauthorized: authentication required", "--server", secured.URL, "--template", "7")
+	usage("server answered 401 Unauthorized: authentication failed", "--server", secured.URL, "--template", "7", "--token-file", badTok)
 }
 
 // serve --regression-factor sets the rule's factor: 3.18 times the usual

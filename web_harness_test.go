@@ -109,7 +109,7 @@ const webBatchSeries = 5000
 func webIngest(t *testing.T, base string, b *collector.Batch) {
 	t.Helper()
 	c := collector.Client{BaseURL: base}
-	part := collector.Batch{JobID: b.JobID, Tasks: b.Tasks, LastEvent: b.LastEvent}
+	part := collector.Batch{JobID: b.JobID, Tasks: b.Tasks, LastEvent: b.LastEvent, JobInfo: b.JobInfo}
 	for from := 0; ; from += webBatchSeries {
 		part.Series = b.Series[from:min(len(b.Series), from+webBatchSeries)]
 		if err := c.Send(context.Background(), &part); err != nil {

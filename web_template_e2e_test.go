@@ -123,6 +123,29 @@ func TestTemplatePage(t *testing.T) {
 	t.Run("job page vs usual", func(t *testing.T) { testJobVsUsual(t, browser, srv.URL, jobFactor, heavyCounter) })
 	t.Run("jobs list", func(t *testing.T) { testJobsTemplates(t, browser, srv.URL) })
 	t.Run("history.js", func(t *testing.T) { testHistoryJS(t, browser, srv.URL) })
+	t.Run("long task name", func(t *testing.T) { testLongTaskName(t, browser, srv.URL) })
+}
+
+// testLongTaskName: a task named with 1,000 characters keeps its row of
+// the template page to three lines, the whole name in its title.
+func testLongTaskName(t *testing.T, browser context.Context, base string) {
+	name := "install " + strings.Repeat("very-long-package-name-", 43)
+	b := webTinyJob("long1", 1_796_020_000_000)
+	b.TemplateID = "long"
+	b.Tasks[0].Name, b.Series[0].Task = name, name
+	webIngest(t, base, b)
+	tab := webOpenTab(t, browser)
+	tab.navigate(t, base+"/templates/long")
+	tab.poll(t, `window.peakline && window.peakline.ready && document.querySelector('table.history td.name .task-name') !== null`)
+	got := webEval[string](t, tab, `(() => {
+		const n = document.querySelector('table.history td.name .task-name');
+		const lines = Math.round(n.getBoundingClientRect().height / parseFloat(getComputedStyle(n).lineHeight));
+		return lines + ' lines, title ' + n.title.length + ' chars';
+	})()`)
+	if want := fmt.Sprintf("3 lines, title %d chars", len(name)); got != want {
+		t.Errorf("long task name: %s, want %s", got, want)
+	}
+	tab.checkProblems(t)
 }
 
 // testHistoryJS checks the "vs usual" figures of history.js on a small
@@ -150,7 +173,13 @@ func testHistoryJS(t *testing.T, browser context.Context, base string) {
 		]};
 		const before = JSON.stringify(doc);
 		const say = (job) => [...h.usualOf(doc, job)].map(([c, e]) => c + ': ' + ((h.usualSummary(e) || {text: '—'}).text) + ((h.usualSummary(e) || {}).regressed ? ' !' : '')).join(', ');
-		const out = [say('j5'), say('j1'), say('nope') || '(none)', [2.776, 0.5, 1, 12.3, NaN].map(h.fmtFactor).join(' ')];
+		// Three runs still going at 10 (cut short) are no usual for a
+		// finished run of 100.
+		const ids = ['f1', 'f2', 'f3', 'g1', 'g2', 'g3', 'f4'];
+		const doc2 = {runs: ids.map((j) => ({job_id: j, status: j[0] === 'g' ? 'running' : 'successful'})),
+			tasks: [{key: 'f', name: 'f', runs: ids.map((j, i) => run(j, 40 + i, j[0] === 'g' ? 10 : 100, 1000)), regressions: []}]};
+		const say2 = (job) => [...h.usualOf(doc2, job)].map(([c, e]) => c + ': ' + h.usualSummary(e).text).join(', ');
+		const out = [say('j5'), say('j1'), say('nope') || '(none)', [2.776, 0.5, 1, 12.3, NaN].map(h.fmtFactor).join(' '), say2('f4'), say2('g1')];
 		if (JSON.stringify(doc) !== before) out.push('the document was modified');
 		return out.join(' | ');
 	})()`, chromedp.EvalAwaitPromise))
@@ -158,7 +187,8 @@ func testHistoryJS(t *testing.T, browser context.Context, base string) {
 		t.Fatal(err)
 	}
 	want := "5: memory 3.0× usual !, 7: —, 12: duration 1.5× usual, 24: as usual, 34: as usual" +
-		" | 3: as usual, 8: as usual, 20: as usual, 30: memory 0.50× usual | (none) | 2.8× 0.50× 1.0× 12× –"
+		" | 3: as usual, 8: as usual, 20: as usual, 30: memory 0.50× usual | (none) | 2.8× 0.50× 1.0× 12× –" +
+		" | 46: as usual | 43: memory 0.10× usual"
 	if got != want {
 		t.Errorf("history.js says\n%s\nwant\n%s", got, want)
 	}

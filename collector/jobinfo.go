@@ -58,6 +58,11 @@ func readExtravars(pdd string) (awxVars, error) {
 				if err != nil {
 					return "", fmt.Errorf("cannot read extravars %q: %s%s: %w", path, prefix, name, err)
 				}
+				// Said here, naming the file, rather than by the store as
+				// a bad batch field the user never wrote.
+				if i := strings.IndexFunc(s, isControl); i >= 0 {
+					return "", fmt.Errorf("cannot read extravars %q: %s%s: has a control character at byte %d; want printable text", path, prefix, name, i)
+				}
 				return s, nil
 			}
 		}
@@ -74,6 +79,10 @@ func readExtravars(pdd string) (awxVars, error) {
 	}
 	return out, nil
 }
+
+// isControl reports the characters no job id, template or status may
+// hold (the store refuses them).
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
 // scalarString renders an extravars value (AWX writes ids as numbers,
 // names as strings) as the text the API shows.

@@ -65,6 +65,8 @@ func TestReadJobInfo(t *testing.T) {
 	bad("- a\n- b\n", "want a YAML or JSON mapping")
 	bad("awx_job_template_id: [7]\n", "awx_job_template_id: must be a string or a number")
 	bad("awx_job_id: {a: 1}\n", "awx_job_id: must be a string or a number")
+	bad("awx_job_id: \"10\\n01\"\n", "env/extravars\": awx_job_id: has a control character at byte 2")
+	bad("tower_job_template_name: \"deploy\\tweb\"\n", "env/extravars\": tower_job_template_name: has a control character at byte 6")
 }
 
 // The status file must hold one word.

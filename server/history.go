@@ -104,14 +104,22 @@ func (s *Server) templateHistory(c echo.Context) error {
 		}
 		sums = append(sums, sum)
 	}
-	runs := make([]history.Run, len(sums))
+	// A job being written or deleted while its span was read can show an
+	// empty span (sorted first); its summary has the true bounds.
+	slices.SortFunc(sums, func(a, b tsdb.Summary) int {
+		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
+	})
+	runs := make([]history.Run, 0, len(sums))
 	name := ""
-	for i, sum := range sums {
+	for _, sum := range sums {
 		job, err := s.store.ReadJob(ctx, sum.ID, math.MinInt64, math.MaxInt64)
+		if errors.Is(err, tsdb.ErrJobNotFound) {
+			continue // deleted since its summary was read
+		}
 		if err != nil {
 			return err
 		}
-		runs[i] = s.runs.get(job, sum)
+		runs = append(runs, s.runs.get(job, sum))
 		if sum.Info.TemplateName != "" {
 			name = sum.Info.TemplateName // the newest name wins
 		}

@@ -69,6 +69,7 @@ func TestIngestJobInfo(t *testing.T) {
 	bad(`{"job_id":"x","template_name":"`+strings.Repeat("n", 513)+`"}`, "template_name: is 513 bytes long, at most 512 allowed")
 	bad(`{"job_id":"x","status":"`+strings.Repeat("s", 33)+`"}`, "status: is 33 bytes long")
 	bad(`{"job_id":"x","template_id":7}`, "template_id: must be string")
+	bad(`{"job_id":"x","template_name":"deploy\u0001web"}`, "template_name: has a control character (U+0001) at byte 6")
 	bad(`{"job_id":"x","tasks":[{"counter":1,"uuid":"u","name":"n","start":1796010000000,"task_path":"`+strings.Repeat("p", 1025)+`"}]}`, "tasks[0].task_path: is 1025 bytes long")
 	var e struct{ Error string }
 	if code := getJSON(t, hs.URL+"/api/v1/jobs?template=", &e); code != 400 || !strings.Contains(e.Error, "template: must be a job template id") {

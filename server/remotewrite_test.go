@@ -278,3 +278,36 @@ func TestRemoteWritePartialBatch(t *testing.T) {
 		}
 	}
 }
+
+// A job's info sent by remote write as peakline_job_info series (a
+// collector writing straight to /api/v1/write) gives it its template like
+// an ingest batch: the jobs list shows and filters it, the newest status
+// wins, and the template's history holds the run.
+func TestRemoteWriteJobInfo(t *testing.T) {
+	env := newPromEnv(t, server.Config{EventsURL: testEventsURL})
+	req := jobWriteRequest(testJob("rw7", 4, 600, 3))
+	firstMs := req.Timeseries[0].Samples[0].Timestamp
+	info := func(status string, atMs int64) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: []prompb.Label{
+			{Name: "__name__", Value: "peakline_job_info"}, {Name: "job_id", Value: "rw7"}, {Name: "status", Value: status},
+			{Name: "template_id", Value: "7"}, {Name: "template_name", Value: "deploy-web"},
+		}, Samples: []prompb.Sample{{Timestamp: atMs, Value: 1}}}
+	}
+	req.Timeseries = append(req.Timeseries, info("running", firstMs))
+	mustWrite(t, env.hs.URL+"/api/v1/write", req)
+	mustWrite(t, env.hs.URL+"/api/v1/write", &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{info("successful", firstMs+1000)}})
+
+	jobs := getDoc(t, env.hs.URL+"/api/v1/jobs?template=7").(map[string]any)["jobs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("jobs of template 7: %v, want rw7", jobs)
+	}
+	j := jobs[0].(map[string]any)
+	if got := fmt.Sprint(j["job_id"], " ", j["template_id"], " ", j["template_name"], " ", j["status"]); got != "rw7 7 deploy-web successful" {
+		t.Errorf("job = %q, want rw7 of template 7 deploy-web, successful (the newest status)", got)
+	}
+	h := getDoc(t, env.hs.URL+"/api/v1/templates/7/history").(map[string]any)
+	runs := h["runs"].([]any)
+	if len(runs) != 1 || runs[0].(map[string]any)["job_id"] != "rw7" || runs[0].(map[string]any)["status"] != "successful" || h["template_name"] != "deploy-web" {
+		t.Errorf("history of template 7: %v, want the one run rw7, successful", h)
+	}
+}

@@ -184,8 +184,8 @@ func checkLabels(r *row, ls labels.Labels) *Refusal {
 	if metric == MetricJobInfo {
 		var info JobInfo
 		for _, f := range infoFields(&info) {
-			if v := ls.Get(f.label); len(v) > f.max {
-				return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes", ls, f.label, f.max)
+			if v := ls.Get(f.label); len(v) > f.max || checkJobID("", v) != nil {
+				return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes of printable text", ls, f.label, f.max)
 			}
 		}
 		return nil

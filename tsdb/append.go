@@ -113,9 +113,11 @@ func (b *Batch) Validate() error {
 		if err := checkString(f.label, *f.val, f.max, false); err != nil {
 			return err
 		}
-	}
-	if err := checkJobID(LabelTemplateID, b.Info.TemplateID); err != nil {
-		return err
+		// Every field is shown in pages, logs and the regressions table,
+		// and the template id is used in URLs: printable text only.
+		if err := checkJobID(f.label, *f.val); err != nil {
+			return err
+		}
 	}
 	if e := b.LastEvent; e != nil {
 		if e.Counter < 0 {

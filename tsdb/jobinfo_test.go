@@ -3,6 +3,8 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,9 @@ func TestValidateInfo(t *testing.T) {
 	f(func(b *Batch) { b.Info.TemplateName = strings.Repeat("n", MaxTemplateNameLen+1) }, "template_name: is 513 bytes long")
 	f(func(b *Batch) { b.Info.Status = strings.Repeat("s", MaxStatusLen+1) }, "status: is 33 bytes long")
 	f(func(b *Batch) { b.Info.Playbook = "\xff" }, "playbook: is not valid UTF-8")
+	f(func(b *Batch) { b.Info.TemplateName = "deploy\x01web" }, "template_name: has a control character (U+0001) at byte 6")
+	f(func(b *Batch) { b.Info.Status = "running\n" }, "status: has a control character (U+000A) at byte 7")
+	f(func(b *Batch) { b.Info.Playbook = "site\u0085.yml" }, "playbook: has a control character (U+0085) at byte 4")
 	f(func(b *Batch) { b.Tasks[1].Path = strings.Repeat("p", MaxTaskPathLen+1) }, "tasks[1].task_path")
 	f(func(b *Batch) { b.Tasks[2].Play = strings.Repeat("p", MaxPlayLen+1) }, "tasks[2].play")
 	f(func(b *Batch) { b.Tasks[0].Role = strings.Repeat("r", MaxRoleLen+1) }, "tasks[0].role")
@@ -153,6 +158,12 @@ func TestAppendSeriesJobInfo(t *testing.T) {
 	if _, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "template_name must be at most 512 bytes") {
 		t.Fatalf("AppendSeries of a long template name: %v, want a refusal naming template_name", err)
 	}
+	for _, l := range [][2]string{{LabelTemplateID, "7\x00"}, {LabelTemplateName, "a\tb"}, {LabelStatus, "ok\x7f"}, {LabelPlaybook, "\x1bsite.yml"}} {
+		ls := labels.FromStrings(labels.MetricName, MetricJobInfo, LabelJob, "r1", l[0], l[1])
+		if _, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), l[0]+" must be at most") {
+			t.Errorf("AppendSeries of %s=%q: %v, want a refusal naming %s", l[0], l[1], err, l[0])
+		}
+	}
 	ls = labels.FromStrings(labels.MetricName, MetricJobInfo, LabelJob, "r1", LabelTemplateID, "7", LabelStatus, "successful")
 	if _, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
@@ -164,4 +175,60 @@ func TestAppendSeriesJobInfo(t *testing.T) {
 	if want := (JobInfo{TemplateID: "7", Status: "successful"}); sum.Info != want {
 		t.Errorf("info = %+v, want %+v", sum.Info, want)
 	}
+}
+
+// TemplateJobs asked while jobs of the template are written lists every
+// one of them once the writes are done: info read while a job's write was
+// in flight is not kept after the write.
+func TestTemplateJobsUnderWrites(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	start := time.Now().Add(-time.Hour).UnixMilli()
+	const n = 60
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := s.TemplateJobs(ctx, "7"); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	var want []string
+	for i := range n {
+		b := exampleBatch(fmt.Sprintf("j%03d", i), start+int64(i)*10_000)
+		b.Info = JobInfo{TemplateID: "7"}
+		if _, err := s.Append(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b.JobID)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.TemplateJobs(ctx, "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("TemplateJobs(7) after the writes = %d jobs, want all %d; missing %v", len(got), n, missing(want, got))
+	}
+}
+
+func missing(want, got []string) []string {
+	var out []string
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -135,6 +135,12 @@ func (job *Job) Span() (firstMs, lastMs int64) {
 // cached until the job is written or deleted), so a job moved to another
 // template later is left out. Safe for concurrent use.
 func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, error) {
+	// The token is taken before the querier opens: the querier sees the
+	// store as of its opening, so info read through it may be cached
+	// only if no write has dropped the job since then (a write committed
+	// after the opening and before the lookup would leave its job's info
+	// read empty and cached for good).
+	tok := s.cache.generation()
 	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
@@ -147,7 +153,7 @@ func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, 
 	}
 	var out []string
 	for _, id := range ids {
-		info, tok, ok := s.cache.info(id)
+		info, _, ok := s.cache.info(id)
 		if !ok {
 			if info, err = readInfo(ctx, q, id); err != nil {
 				return nil, err

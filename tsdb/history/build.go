@@ -94,17 +94,23 @@ func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int)
 
 // Flag returns the regressions of task t across runs: for each run where
 // the task has a value of a metric, that value checked by rule against
-// the task's values of the metric in the other runs.
+// the task's values of the metric in the other finished runs (see
+// Unfinished: a run still going is checked, but its values, cut short,
+// are no baseline for the others).
 //
-// The values of a metric are sorted once; the median of the others is
-// read from them skipping the run's own value, and only a value that
-// passes the factor and the floor against it goes through rule.Check
-// (which also decides on the spread), so a quiet task costs one sort per
-// metric.
+// The baseline values of a metric are sorted once; the median of the
+// others is read from them skipping the run's own value, and only a
+// value that passes the factor and the floor against it goes through
+// rule.Check (which also decides on the spread), so a quiet task costs
+// one sort per metric.
 func Flag(runs []Run, t Task, rule Rule) []Regression {
 	out := []Regression{}
 	vals := make([]float64, len(runs))
 	has := make([]bool, len(runs))
+	finished := make([]bool, len(runs))
+	for ri, r := range runs {
+		finished[ri] = !Unfinished(r.Status)
+	}
 	sorted := make([]float64, 0, len(runs))
 	var others []float64
 	for _, m := range Metrics {
@@ -112,12 +118,12 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 		for ri, at := range t.At {
 			has[ri] = false
 			if at >= 0 {
-				if vals[ri], has[ri] = runs[ri].Tasks[at].Value(m); has[ri] {
+				if vals[ri], has[ri] = runs[ri].Tasks[at].Value(m); has[ri] && finished[ri] {
 					sorted = append(sorted, vals[ri])
 				}
 			}
 		}
-		if len(sorted)-1 < rule.MinOthers || len(sorted) < 2 {
+		if len(sorted) < rule.MinOthers || len(sorted) < 1 {
 			continue
 		}
 		slices.Sort(sorted)
@@ -125,14 +131,22 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 			if !has[ri] {
 				continue
 			}
-			k, _ := slices.BinarySearch(sorted, vals[ri])
-			base := medianWithout(sorted, k)
+			var base float64
+			if finished[ri] {
+				if len(sorted)-1 < rule.MinOthers || len(sorted) < 2 {
+					continue
+				}
+				k, _ := slices.BinarySearch(sorted, vals[ri])
+				base = medianWithout(sorted, k)
+			} else {
+				base = median(sorted)
+			}
 			if inc := vals[ri] - base; !(vals[ri] >= rule.Factor*base && inc >= rule.Floors[m] && inc > 0) {
 				continue
 			}
 			others = others[:0]
 			for rj := range runs {
-				if rj != ri && has[rj] {
+				if rj != ri && has[rj] && finished[rj] {
 					others = append(others, vals[rj])
 				}
 			}
@@ -150,6 +164,20 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 	}
 	sortByRun(out, runs)
 	return out
+}
+
+// Unfinished reports whether a run with status is still going (AWX's
+// new, pending, waiting and running): its last task is cut short and its
+// figures are lower than they will be, so it is no baseline for other
+// runs. Its own values are still checked: a task that already ran longer
+// or higher than usual will not get better by finishing. Any other
+// status, "" (unknown) included, counts as finished.
+func Unfinished(status string) bool {
+	switch status {
+	case "new", "pending", "waiting", "running":
+		return true
+	}
+	return false
 }
 
 // medianWithout is the median of sorted without its element k.

@@ -44,4 +44,10 @@
 //
 // See Rule: for each task and metric, a run's value against the median
 // and the median absolute deviation of the other runs of the window.
+// A run still going (status new, pending, waiting or running; see
+// Unfinished) is checked like the others, so a task that already ran
+// heavier than usual is flagged before the run ends, but it is no
+// baseline for the other runs: its last task is cut short, and its low
+// figures would make a finished run look heavy. Every other status
+// (failed and canceled too, and none) counts as finished.
 package history

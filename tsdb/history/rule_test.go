@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -183,6 +184,9 @@ func TestFlagMatchesCheck(t *testing.T) {
 			}
 			ten := 10.0
 			runs[r].Tasks[5].Max.PIDs = &ten
+			if r%5 == 2 {
+				runs[r].Status = "running"
+			}
 		}
 		for _, task := range Match(runs) {
 			got := Flag(runs, task, rule)
@@ -198,7 +202,7 @@ func TestFlagMatchesCheck(t *testing.T) {
 					}
 					var others []float64
 					for rj, bt := range task.At {
-						if rj != ri && bt >= 0 {
+						if rj != ri && bt >= 0 && !Unfinished(runs[rj].Status) {
 							o, _ := runs[rj].Tasks[bt].Value(m)
 							others = append(others, o)
 						}
@@ -217,6 +221,59 @@ func TestFlagMatchesCheck(t *testing.T) {
 			if !slices.Equal(gotS, want) {
 				t.Fatalf("round %d %s: Flag %q, Check on every run %q", round, task.Key, gotS, want)
 			}
+		}
+	}
+}
+
+// A run still going is checked against the finished runs, but is no
+// baseline for them: its tasks are cut short, so it would pull the usual
+// value down and make the next finished run look heavy.
+func TestFlagRunningRun(t *testing.T) {
+	const mib = 1 << 20
+	run := func(id, status string, memMiB float64, durMs int64) Run {
+		m := memMiB * mib
+		return Run{JobID: id, Status: status, Tasks: []TaskRun{{Name: "allocate cache", Play: "web", StartMs: 1000, EndMs: 1000 + durMs, Max: Stats{Memory: &m}}}}
+	}
+	flags := func(runs []Run) string {
+		var got []string
+		for _, r := range Flag(runs, Match(runs)[0], DefaultRule()) {
+			got = append(got, fmt.Sprintf("%s %s %v/%v", r.JobID, r.Metric, r.Value/mib, r.Baseline/mib))
+		}
+		return strings.Join(got, ", ")
+	}
+	f := func(name string, runs []Run, want string) {
+		t.Helper()
+		if got := flags(runs); got != want {
+			t.Errorf("%s: flags %q, want %q", name, got, want)
+		}
+	}
+	// Counted as a baseline, the three running runs cut short at 10 MiB
+	// would make the usual value 55 MiB with a wide spread, and the
+	// 200 MiB run would pass unflagged.
+	f("running runs are no baseline", []Run{
+		run("1", "successful", 100, 5000), run("2", "running", 10, 100), run("3", "failed", 100, 5000),
+		run("4", "pending", 10, 100), run("5", "successful", 100, 5000), run("6", "running", 10, 100),
+		run("7", "successful", 200, 5000),
+	}, "7 memory_max 200/100")
+	// A running run that is already heavier than usual is flagged.
+	f("a running run is checked", []Run{
+		run("1", "successful", 100, 5000), run("2", "successful", 101, 5000), run("3", "successful", 99, 5000),
+		run("4", "running", 400, 2000),
+	}, "4 memory_max 400/100")
+	// Only two finished runs: too few to judge anything.
+	f("too few finished runs", []Run{
+		run("1", "successful", 100, 5000), run("2", "running", 100, 5000), run("3", "successful", 100, 5000),
+		run("4", "running", 400, 2000),
+	}, "")
+	// Unknown and final statuses count as finished.
+	for _, st := range []string{"", "successful", "failed", "error", "canceled", "timeout"} {
+		if Unfinished(st) {
+			t.Errorf("Unfinished(%q) = true, want false", st)
+		}
+	}
+	for _, st := range []string{"new", "pending", "waiting", "running"} {
+		if !Unfinished(st) {
+			t.Errorf("Unfinished(%q) = false, want true", st)
 		}
 	}
 }

@@ -11,6 +11,8 @@ export const DEFAULT_RUNS = 20;
 // Fewest other runs a task needs for a "vs usual" figure: the server's
 // rule flags nothing with fewer.
 export const MIN_OTHERS = 3;
+// Statuses of a run still going (the server's history.Unfinished).
+export const UNFINISHED = new Set(['new', 'pending', 'waiting', 'running']);
 // A factor closer to 1 than this reads "as usual".
 const USUAL_BAND = 0.1;
 
@@ -96,13 +98,16 @@ export function jobRegressions(h, jobId) {
 // {task, counter, regressions, figures: [{metric, value, usual}]}, with
 // figures only for metrics with at least MIN_OTHERS other runs. Asking
 // the history with job= (historyURL) puts the job in h's window.
+// Runs still going (UNFINISHED) are no "usual" for the others, as in
+// the server's rule: their tasks are cut short.
 export function usualOf(h, jobId) {
   const out = new Map();
+  const going = new Set((h.runs || []).filter((r) => UNFINISHED.has(r.status)).map((r) => r.job_id));
   for (const task of h.tasks || []) {
     const runs = task.runs || [];
     const mine = runs.find((r) => r.job_id === jobId);
     if (!mine) continue;
-    const others = runs.filter((r) => r !== mine);
+    const others = runs.filter((r) => r !== mine && !going.has(r.job_id));
     const figures = [];
     for (const m of METRICS) {
       const value = metricValue(m.key, mine);

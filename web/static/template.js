@@ -144,7 +144,7 @@ function renderTasks(runs, tasks) {
     const byJob = new Map((t.runs || []).map((r) => [r.job_id, r]));
     const regs = t.regressions || [];
     return el('tr', { dataset: { i: String(i), key: t.key }, class: regs.length ? 'regressed' : '' },
-      el('td', { class: 'name' }, el('span', { class: 'task-name' }, t.name || '(unnamed task)'),
+      el('td', { class: 'name' }, el('span', { class: 'task-name', title: t.name || '' }, t.name || '(unnamed task)'),
         el('div', { class: 'task-key muted', title: [t.play && `play: ${t.play}`, t.role && `role: ${t.role}`, t.task_path && `path: ${t.task_path}`].filter(Boolean).join('\n') },
           t.task_path ? t.key.replace(` ${t.name}`, '') : 'no task path'),
         el('div', { class: 'muted small' }, `in ${fmtCount(byJob.size)} of ${fmtCount(runs.length)} runs`)),
