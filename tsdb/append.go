@@ -457,7 +457,9 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 				return fail(storageRefusal(fmt.Sprintf("%s.t[%d]", r.field(), i), fmt.Errorf("append sample of %s at %d: %w", r.ls, t, err)))
 			}
 			if r.isTask {
-				res.Records++
+				if r.kind != "info" { // the job's info is not a task record
+					res.Records++
+				}
 			} else {
 				res.Samples++
 			}

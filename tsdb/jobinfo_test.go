@@ -54,7 +54,14 @@ func TestJobInfo(t *testing.T) {
 	b.Info = JobInfo{TemplateID: "7", TemplateName: "deploy-web", Status: "running"}
 	b.Tasks[1].Play, b.Tasks[1].Role, b.Tasks[1].Path = "web servers", "cache", "roles/cache/tasks/main.yml:14"
 	add(b)
-	add(&Batch{JobID: "1002", Tasks: []Task{{Counter: 3, UUID: "u", Name: "a", StartMs: start}}, Info: JobInfo{TemplateID: "7"}})
+	// The info is stored but is not a task record: one task, one record.
+	res, err := s.Append(ctx, &Batch{JobID: "1002", Tasks: []Task{{Counter: 3, UUID: "u", Name: "a", StartMs: start}}, Info: JobInfo{TemplateID: "7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Tasks != 1 || res.Samples != 0 {
+		t.Errorf("a batch of one task and an info stored %d task records and %d samples, want 1 and 0", res.Tasks, res.Samples)
+	}
 	add(&Batch{JobID: "2001", Tasks: []Task{{Counter: 3, UUID: "u", Name: "a", StartMs: start}}, Info: JobInfo{TemplateID: "8"}})
 	add(&Batch{JobID: "3001", Tasks: []Task{{Counter: 3, UUID: "u", Name: "a", StartMs: start}}})
 
