@@ -145,6 +145,10 @@ func testLongTaskName(t *testing.T, browser context.Context, base string) {
 	if want := fmt.Sprintf("3 lines, title %d chars", len(name)); got != want {
 		t.Errorf("long task name: %s, want %s", got, want)
 	}
+	// A template without a name is titled by its id, once.
+	if h1 := webEval[string](t, tab, `document.querySelector('h1').textContent.replace(/\s+/g, ' ').trim()`); h1 != "Template long" {
+		t.Errorf("heading of a template without a name: %q, want %q", h1, "Template long")
+	}
 	tab.checkProblems(t)
 }
 

@@ -66,7 +66,8 @@ function show(h) {
   const tasks = h.tasks || [];
   const name = h.template_name || `Template ${templateId}`;
   $('template-name').textContent = name;
-  $('template-id').textContent = `template ${h.template_id || templateId}`;
+  // A template without a name is titled by its id alone.
+  $('template-id').textContent = h.template_name ? `template ${h.template_id || templateId}` : '';
   document.title = `${name} · Peakline`;
   const nRegressions = tasks.reduce((n, t) => n + (t.regressions || []).length, 0);
   const meta = [`${fmtCount(runs.length)} run${runs.length === 1 ? '' : 's'}${runs.length >= lastParam() ? ` (the last ${lastParam()})` : ''}`];
