@@ -85,6 +85,7 @@ type Store struct {
 	// spanFuncs[k], -1 when it answers none (remote.go).
 	spansFast atomic.Int32
 	logger    *slog.Logger
+	closing   *atomic.Bool // set by Close: the TSDB's compaction may be canceled (closelog.go)
 
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
@@ -131,7 +132,9 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	db, err := ptsdb.Open(dir, logger.With("component", "tsdb"), reg, o, nil)
+	closing := new(atomic.Bool)
+	dbLogger := slog.New(closingHandler{Handler: logger.Handler(), closing: closing}).With("component", "tsdb")
+	db, err := ptsdb.Open(dir, dbLogger, reg, o, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
@@ -140,7 +143,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger, cache: newCache(opts.CacheSamples), damage: damage,
+	s := &Store{db: db, logger: logger, closing: closing, cache: newCache(opts.CacheSamples), damage: damage,
 		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention,
 		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
 	if s.now == nil {
@@ -186,6 +189,7 @@ func (s *Store) Close() error {
 	if s.remote != nil {
 		return nil
 	}
+	s.closing.Store(true)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
