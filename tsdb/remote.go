@@ -48,6 +48,11 @@ import (
 // retried later.
 var ErrEngineUnavailable = remote.ErrUnavailable
 
+// ErrEngineRejected is returned when the remote engine refused a read as
+// invalid (a 4xx such as VictoriaMetrics' or Prometheus' query limits):
+// the same request will be refused again; the message says why.
+var ErrEngineRejected = remote.ErrRejected
+
 // ErrDeleteUnsupported is returned by Delete on an engine that has no
 // series delete API.
 var ErrDeleteUnsupported = remote.ErrDeleteUnsupported
