@@ -68,6 +68,11 @@ type Config struct {
 	Header http.Header
 	// RequestTimeout bounds one request; zero means one minute.
 	RequestTimeout time.Duration
+	// MaxResponseBytes bounds the body of one read answer (query,
+	// series, labels, export); zero means DefaultMaxResponseBytes. A
+	// larger answer fails the read (ErrRejected) instead of the
+	// process's memory.
+	MaxResponseBytes int64
 	// WriteAttempts is how often a write is tried while the engine is
 	// unavailable; zero means 5. Backoff doubles from MinBackoff (zero:
 	// 100ms) up to MaxBackoff (zero: 5s), with ±20% jitter.
@@ -87,6 +92,11 @@ type Config struct {
 	// fake).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
+
+// DefaultMaxResponseBytes is Config.MaxResponseBytes when zero: 1 GiB,
+// about 40M samples in VictoriaMetrics' export format, far above what a
+// server's own point and series limits let one request read.
+const DefaultMaxResponseBytes = 1 << 30
 
 // Client talks to one engine.
 type Client struct {
@@ -117,6 +127,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if cfg.WriteAttempts <= 0 {
 		cfg.WriteAttempts = 5
@@ -311,8 +324,12 @@ func (c *Client) api(ctx context.Context, path string, params url.Values, dst an
 		return err
 	}
 	defer resp.Body.Close()
+	body := c.bounded(resp.Body, path)
 	var env apiResponse
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+	if err := json.NewDecoder(body).Decode(&env); err != nil {
+		if errors.Is(err, ErrRejected) {
+			return err
+		}
 		if resp.StatusCode/100 != 2 {
 			return &apiError{code: resp.StatusCode, errorType: "http", msg: http.StatusText(resp.StatusCode)}
 		}
@@ -325,6 +342,35 @@ func (c *Client) api(ctx context.Context, path string, params url.Values, dst an
 		return fmt.Errorf("%w: %s: decode data: %v", ErrUnavailable, path, err)
 	}
 	return nil
+}
+
+// bounded reads r up to Config.MaxResponseBytes; beyond, reads fail
+// with an error wrapping ErrRejected that names what was read.
+func (c *Client) bounded(r io.Reader, what string) io.Reader {
+	return &boundedReader{r: r, left: c.cfg.MaxResponseBytes, max: c.cfg.MaxResponseBytes, what: what}
+}
+
+type boundedReader struct {
+	r         io.Reader
+	left, max int64
+	what      string
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly max bytes from a longer one.
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		return 0, fmt.Errorf("%w: %s: answer larger than %d bytes (the most one read takes); read a shorter time range", ErrRejected, b.what, b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 func (c *Client) post(ctx context.Context, path string, params url.Values) (*http.Response, error) {

@@ -156,9 +156,12 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 		return nil, fmt.Errorf("export %s: %w", sel, statusError("export", resp.StatusCode, msg))
 	}
 	var out []*series
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := bufio.NewReaderSize(c.bounded(resp.Body, "/api/v1/export"), 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
+		if errors.Is(err, ErrRejected) {
+			return nil, fmt.Errorf("export %s: %w", sel, err)
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			s, perr := parseExportLine(line)
 			if perr != nil {

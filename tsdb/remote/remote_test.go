@@ -396,3 +396,45 @@ func TestDeletePaths(t *testing.T) {
 	f("/select/3/prometheus", 204, []string{`POST /delete/3/prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, nil)
 	f("/prometheus", 404, []string{`POST /prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, ErrDeleteUnsupported)
 }
+
+// TestResponseBounded: an answer longer than MaxResponseBytes fails the
+// read with ErrRejected naming the bound, whether the engine streams it
+// to the API decoder or to the export reader; an answer of exactly the
+// bound is read.
+func TestResponseBounded(t *testing.T) {
+	labelsBody := `{"status":"success","data":["job_id","task"]}` // 45 bytes
+	exportBody := `{"metric":{"__name__":"m","job_id":"1"},"values":[1,2],"timestamps":[1000,2000]}` + "\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/export" {
+			io.WriteString(w, exportBody)
+			return
+		}
+		io.WriteString(w, labelsBody)
+	}))
+	defer srv.Close()
+	f := func(maxBytes int64, wantLabels, wantExport string) {
+		t.Helper()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, MaxResponseBytes: maxBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := c.Querier(0, 10_000)
+		names, _, err := q.LabelNames(context.Background(), nil)
+		if got := fmt.Sprint(names, err); got != wantLabels || (err != nil) != errors.Is(err, ErrRejected) {
+			t.Fatalf("max %d: LabelNames = %s, want %s", maxBytes, got, wantLabels)
+		}
+		set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
+		n := 0
+		for set.Next() {
+			n++
+		}
+		got := fmt.Sprint(n, set.Err())
+		if got != wantExport || (set.Err() != nil) != errors.Is(set.Err(), ErrRejected) {
+			t.Fatalf("max %d: Select = %s, want %s", maxBytes, got, wantExport)
+		}
+	}
+	f(int64(len(exportBody)), "[job_id task] <nil>", "1 <nil>")
+	f(45, "[job_id task] <nil>", `0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 45 bytes (the most one read takes); read a shorter time range`)
+	f(44, `[] list label names: refused by the engine: /api/v1/labels: answer larger than 44 bytes (the most one read takes); read a shorter time range`,
+		`0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 44 bytes (the most one read takes); read a shorter time range`)
+}
