@@ -77,6 +77,10 @@ type Remote struct {
 	// Header is sent with every request to the engine (a tenant id:
 	// X-Scope-OrgID for Mimir, THANOS-TENANT for Thanos receive).
 	Header http.Header
+	// Timeout bounds one request to the engine; past it the read or
+	// write fails with ErrEngineUnavailable (a 503 with Retry-After).
+	// Zero means one minute.
+	Timeout time.Duration
 }
 
 // OpenRemote returns a stateless store over the engine r names. It does
@@ -89,7 +93,7 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 	if opts.Retention > 0 {
 		return nil, errors.New("retention: a remote store keeps what its engine keeps; set the engine's retention instead")
 	}
-	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header,
+	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header, RequestTimeout: r.Timeout,
 		Relabel: schemaOnly, Logger: logger.With("component", "remote"), Registerer: reg})
 	if err != nil {
 		return nil, err

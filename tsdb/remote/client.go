@@ -49,6 +49,10 @@ var (
 	// delete API (Mimir, Thanos) or with it switched off (Prometheus
 	// without --web.enable-admin-api).
 	ErrDeleteUnsupported = errors.New("the engine has no series delete API")
+	// ErrBadWriteURL and ErrBadQueryURL mark New's refusal of
+	// Config.WriteURL and Config.QueryURL.
+	ErrBadWriteURL = errors.New("write URL")
+	ErrBadQueryURL = errors.New("query URL")
 )
 
 // Config says where the engine is and how patiently to talk to it.
@@ -116,14 +120,14 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	wu, err := url.Parse(cfg.WriteURL)
 	if err != nil || (wu.Scheme != "http" && wu.Scheme != "https") || wu.Host == "" {
-		return nil, fmt.Errorf("write URL: must be an http(s) URL such as http://host:8428/api/v1/write, got %q", cfg.WriteURL)
+		return nil, fmt.Errorf("%w: must be an http(s) URL such as http://host:8428/api/v1/write, got %q", ErrBadWriteURL, cfg.WriteURL)
 	}
 	qu, err := url.Parse(strings.TrimRight(cfg.QueryURL, "/"))
 	if err != nil || (qu.Scheme != "http" && qu.Scheme != "https") || qu.Host == "" || qu.RawQuery != "" {
-		return nil, fmt.Errorf("query URL: must be the http(s) base of the Prometheus API such as http://host:8428 or http://vmselect:8481/select/0/prometheus, got %q", cfg.QueryURL)
+		return nil, fmt.Errorf("%w: must be the http(s) base of the Prometheus API such as http://host:8428 or http://vmselect:8481/select/0/prometheus, got %q", ErrBadQueryURL, cfg.QueryURL)
 	}
 	if strings.HasSuffix(qu.Path, "/api/v1") || strings.HasSuffix(qu.Path, "/api/v1/query") {
-		return nil, fmt.Errorf("query URL: give the base without /api/v1 (it is appended), got %q", cfg.QueryURL)
+		return nil, fmt.Errorf("%w: give the base without /api/v1 (it is appended), got %q", ErrBadQueryURL, cfg.QueryURL)
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
