@@ -439,8 +439,9 @@ func (c *Client) deleted(ctx context.Context, resp *http.Response, params url.Va
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed ||
-		strings.Contains(string(msg), "admin APIs disabled"):
+	case strings.Contains(string(msg), "admin APIs disabled"):
+		return fmt.Errorf("%w (%s answered HTTP %d, admin APIs disabled): start Prometheus with --web.enable-admin-api, or delete the series with the engine's own tools", ErrDeleteUnsupported, c.query, resp.StatusCode)
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 		return fmt.Errorf("%w (%s answered HTTP %d): delete the series with the engine's own tools", ErrDeleteUnsupported, c.query, resp.StatusCode)
 	case resp.StatusCode/100 != 2:
 		return fmt.Errorf("delete series %s: %w", params.Get("match[]"), statusError("delete", resp.StatusCode, msg))

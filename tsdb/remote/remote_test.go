@@ -397,6 +397,25 @@ func TestDeletePaths(t *testing.T) {
 	f("/prometheus", 404, []string{`POST /prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, ErrDeleteUnsupported)
 }
 
+// TestDeleteAdminDisabled: Prometheus without --web.enable-admin-api
+// answers 500 "admin APIs disabled"; the error says which flag to set.
+func TestDeleteAdminDisabled(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Delete(context.Background(), labels.MustNewMatcher(labels.MatchEqual, "job_id", "7"))
+	want := "the engine has no series delete API (" + srv.URL + " answered HTTP 500, admin APIs disabled): start Prometheus with --web.enable-admin-api, or delete the series with the engine's own tools"
+	if !errors.Is(err, ErrDeleteUnsupported) || err.Error() != want {
+		t.Fatalf("Delete = %v, want %s", err, want)
+	}
+}
+
 // TestResponseBounded: an answer longer than MaxResponseBytes fails the
 // read with ErrRejected naming the bound, whether the engine streams it
 // to the API decoder or to the export reader; an answer of exactly the
