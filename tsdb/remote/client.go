@@ -236,7 +236,24 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return statusError("remote write", resp.StatusCode, msg)
+	err = statusError("remote write", resp.StatusCode, msg)
+	if errors.Is(err, ErrRejected) && tooOld(msg) {
+		err = fmt.Errorf("%w (the engine takes no samples this old: give it an out-of-order window, e.g. Prometheus storage.tsdb.out_of_order_time_window, Mimir -ingester.out-of-order-time-window)", err)
+	}
+	return err
+}
+
+// tooOld reports whether a write refusal is the engine's for samples
+// behind its head: Prometheus' and Thanos' "out of bounds" and "too old
+// sample", Mimir's "sample-out-of-bounds" and "sample-timestamp-too-old".
+func tooOld(msg []byte) bool {
+	m := strings.ToLower(string(msg))
+	for _, s := range []string{"out of bounds", "out-of-bounds", "too old", "too-old"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // do sends req, counting it under op.

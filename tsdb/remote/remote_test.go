@@ -457,3 +457,25 @@ func TestResponseBounded(t *testing.T) {
 	f(44, `[] list label names: refused by the engine: /api/v1/labels: answer larger than 44 bytes (the most one read takes); read a shorter time range`,
 		`0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 44 bytes (the most one read takes); read a shorter time range`)
 }
+
+// TestWriteTooOld: Prometheus' refusal of samples behind its head names
+// the out-of-order window to set; other refusals are passed as they are.
+func TestWriteTooOld(t *testing.T) {
+	f := func(answer, want string) {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, answer, http.StatusBadRequest)
+		}))
+		defer srv.Close()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Write(context.Background(), []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "m"}}, Samples: []prompb.Sample{{Timestamp: 1000, Value: 1}}}})
+		if !errors.Is(err, ErrRejected) || err.Error() != want {
+			t.Fatalf("Write answered %q: %v, want %s", answer, err, want)
+		}
+	}
+	f("out of bounds", "refused by the engine: remote write: HTTP 400: out of bounds (the engine takes no samples this old: give it an out-of-order window, e.g. Prometheus storage.tsdb.out_of_order_time_window, Mimir -ingester.out-of-order-time-window)")
+	f("invalid labels", "refused by the engine: remote write: HTTP 400: invalid labels")
+}
