@@ -133,6 +133,11 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 				return err
 			}
 			cfg.EventsURL = eventsURL
+			if remoteCacheTTL <= 0 {
+				// A cache of a remote store without a bound would serve
+				// one replica's view of a job for good.
+				return fmt.Errorf("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got %s", remoteCacheTTL)
+			}
 			if rem.Timeout <= 0 {
 				return fmt.Errorf("--remote-timeout: must be positive, got %s", rem.Timeout)
 			}

@@ -49,6 +49,8 @@ func TestServeStoreFlags(t *testing.T) {
 		"--remote-write-url", w, "--remote-query-url", "127.0.0.1:8428", "--settings", dir+"/s.json")
 	f(`--remote-write-url: write URL: must be an http(s) URL such as http://host:8428/api/v1/write, got "ftp://h/api/v1/write"`,
 		"--remote-write-url", "ftp://h/api/v1/write", "--remote-query-url", q, "--settings", dir+"/s.json")
+	f("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got -1s",
+		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-cache-ttl", "-1s")
 	f("--remote-timeout: must be positive, got 0s",
 		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-timeout", "0s")
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

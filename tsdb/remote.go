@@ -93,6 +93,11 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 	if opts.Retention > 0 {
 		return nil, errors.New("retention: a remote store keeps what its engine keeps; set the engine's retention instead")
 	}
+	if opts.CacheTTL < 0 {
+		// The cache takes a ttl <= 0 as no bound, which a remote store
+		// must not have: other replicas' writes would never show.
+		return nil, fmt.Errorf("cache TTL: must not be negative, got %s", opts.CacheTTL)
+	}
 	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header, RequestTimeout: r.Timeout,
 		Relabel: schemaOnly, Logger: logger.With("component", "remote"), Registerer: reg})
 	if err != nil {
