@@ -133,6 +133,13 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 				return err
 			}
 			cfg.EventsURL = eventsURL
+			if rem.WriteURL == "" && rem.QueryURL == "" {
+				for _, name := range []string{"remote-cache-ttl", "remote-timeout", "remote-header"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s: only with --remote-write-url and --remote-query-url (a remote engine)", name)
+					}
+				}
+			}
 			if remoteCacheTTL <= 0 {
 				// A cache of a remote store without a bound would serve
 				// one replica's view of a job for good.

@@ -51,6 +51,10 @@ func TestServeStoreFlags(t *testing.T) {
 		"--remote-write-url", "ftp://h/api/v1/write", "--remote-query-url", q, "--settings", dir+"/s.json")
 	f("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got -1s",
 		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-cache-ttl", "-1s")
+	f("--remote-header: only with --remote-write-url and --remote-query-url (a remote engine)",
+		"--data", dir, "--remote-header", "X-Scope-OrgID: a")
+	f("--remote-cache-ttl: only with --remote-write-url and --remote-query-url (a remote engine)",
+		"--data", dir, "--remote-cache-ttl", "1s")
 	f("--remote-timeout: must be positive, got 0s",
 		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-timeout", "0s")
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
