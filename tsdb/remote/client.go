@@ -285,6 +285,17 @@ func statusError(what string, code int, body []byte) error {
 	return fmt.Errorf("%s: HTTP %d: %s", what, code, strings.TrimSpace(string(body)))
 }
 
+// readStatusError is statusError for a request that is not retried
+// here: an answer worth a retry wraps ErrUnavailable, so that the caller
+// (and its client, by a 503 with Retry-After) may try again later.
+func readStatusError(what string, code int, body []byte) error {
+	err := statusError(what, code, body)
+	if err != nil && !errors.Is(err, ErrRejected) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
 // apiResponse is the envelope of the Prometheus HTTP API.
 type apiResponse struct {
 	Status    string          `json:"status"`
@@ -461,7 +472,7 @@ func (c *Client) deleted(ctx context.Context, resp *http.Response, params url.Va
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 		return fmt.Errorf("%w (%s answered HTTP %d): delete the series with the engine's own tools", ErrDeleteUnsupported, c.query, resp.StatusCode)
 	case resp.StatusCode/100 != 2:
-		return fmt.Errorf("delete series %s: %w", params.Get("match[]"), statusError("delete", resp.StatusCode, msg))
+		return fmt.Errorf("delete series %s: %w", params.Get("match[]"), readStatusError("delete", resp.StatusCode, msg))
 	}
 	// Prometheus keeps tombstones until compaction, and they would hide
 	// the same series written again; VictoriaMetrics has no such endpoint.

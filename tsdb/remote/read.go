@@ -153,7 +153,7 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 	}
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return nil, fmt.Errorf("export %s: %w", sel, statusError("export", resp.StatusCode, msg))
+		return nil, fmt.Errorf("export %s: %w", sel, readStatusError("export", resp.StatusCode, msg))
 	}
 	var out []*series
 	br := bufio.NewReaderSize(c.bounded(resp.Body, "/api/v1/export"), 64<<10)

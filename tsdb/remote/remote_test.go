@@ -479,3 +479,35 @@ func TestWriteTooOld(t *testing.T) {
 	f("out of bounds", "refused by the engine: remote write: HTTP 400: out of bounds (the engine takes no samples this old: give it an out-of-order window, e.g. Prometheus storage.tsdb.out_of_order_time_window, Mimir -ingester.out-of-order-time-window)")
 	f("invalid labels", "refused by the engine: remote write: HTTP 400: invalid labels")
 }
+
+// TestReadStatus: an engine answering 5xx, 429 or 408 to a read or a
+// delete is unavailable (try later); another 4xx is a refusal.
+func TestReadStatus(t *testing.T) {
+	f := func(code int, want error) {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "busy", code)
+		}))
+		defer srv.Close()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := c.Querier(0, 10_000)
+		set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
+		for set.Next() {
+		}
+		wantMsg := fmt.Sprintf("%v: HTTP %d: busy", "export", code)
+		if err := set.Err(); !errors.Is(err, want) || !strings.HasSuffix(err.Error(), wantMsg) {
+			t.Fatalf("export answered %d: %v, want %v ending %q", code, err, want, wantMsg)
+		}
+		err = c.Delete(context.Background(), labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
+		if wantMsg = fmt.Sprintf("delete: HTTP %d: busy", code); !errors.Is(err, want) || !strings.HasSuffix(err.Error(), wantMsg) {
+			t.Fatalf("delete answered %d: %v, want %v ending %q", code, err, want, wantMsg)
+		}
+	}
+	f(http.StatusServiceUnavailable, ErrUnavailable)
+	f(http.StatusInternalServerError, ErrUnavailable)
+	f(http.StatusTooManyRequests, ErrUnavailable)
+	f(http.StatusBadRequest, ErrRejected)
+}
