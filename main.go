@@ -133,6 +133,21 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 				return err
 			}
 			cfg.EventsURL = eventsURL
+			if rem.WriteURL == "" && rem.QueryURL == "" {
+				for _, name := range []string{"remote-cache-ttl", "remote-timeout", "remote-header"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s: only with --remote-write-url and --remote-query-url (a remote engine)", name)
+					}
+				}
+			}
+			if remoteCacheTTL <= 0 {
+				// A cache of a remote store without a bound would serve
+				// one replica's view of a job for good.
+				return fmt.Errorf("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got %s", remoteCacheTTL)
+			}
+			if rem.Timeout <= 0 {
+				return fmt.Errorf("--remote-timeout: must be positive, got %s", rem.Timeout)
+			}
 			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
 				return err
 			}
@@ -172,6 +187,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
 	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
 	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
+	f.DurationVar(&rem.Timeout, "remote-timeout", time.Minute, "with --remote-query-url: longest one request to the engine may take; a slower engine's answer is a 503 with Retry-After")
 	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
 	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")

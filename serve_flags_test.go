@@ -43,8 +43,20 @@ func TestServeStoreFlags(t *testing.T) {
 		"--remote-write-url", w, "--remote-query-url", q)
 	f("--retention: a remote engine keeps what its own retention says (VictoriaMetrics -retentionPeriod, Prometheus --storage.tsdb.retention.time); drop --retention",
 		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--retention", "24h")
-	f(`--remote-write-url/--remote-query-url: query URL: give the base without /api/v1 (it is appended), got "http://127.0.0.1:1/api/v1"`,
+	f(`--remote-query-url: query URL: give the base without /api/v1 (it is appended), got "http://127.0.0.1:1/api/v1"`,
 		"--remote-write-url", w, "--remote-query-url", q+"/api/v1", "--settings", dir+"/s.json")
+	f(`--remote-query-url: query URL: must be the http(s) base of the Prometheus API such as http://host:8428 or http://vmselect:8481/select/0/prometheus, got "127.0.0.1:8428"`,
+		"--remote-write-url", w, "--remote-query-url", "127.0.0.1:8428", "--settings", dir+"/s.json")
+	f(`--remote-write-url: write URL: must be an http(s) URL such as http://host:8428/api/v1/write, got "ftp://h/api/v1/write"`,
+		"--remote-write-url", "ftp://h/api/v1/write", "--remote-query-url", q, "--settings", dir+"/s.json")
+	f("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got -1s",
+		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-cache-ttl", "-1s")
+	f("--remote-header: only with --remote-write-url and --remote-query-url (a remote engine)",
+		"--data", dir, "--remote-header", "X-Scope-OrgID: a")
+	f("--remote-cache-ttl: only with --remote-write-url and --remote-query-url (a remote engine)",
+		"--data", dir, "--remote-cache-ttl", "1s")
+	f("--remote-timeout: must be positive, got 0s",
+		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-timeout", "0s")
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("a refused serve left %d files in --data", len(entries))
 	}

@@ -63,6 +63,8 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable // with Retry-After, see handleError
 	case errors.Is(err, tsdb.ErrEngineUnavailable):
 		return http.StatusServiceUnavailable // with Retry-After: the remote engine is down
+	case errors.Is(err, tsdb.ErrEngineRejected):
+		return http.StatusBadRequest // the engine's 4xx: its message says why
 	case errors.Is(err, tsdb.ErrDeleteUnsupported):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.Canceled):

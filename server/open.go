@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/peakline/peakline/tsdb"
+	remoteclient "github.com/peakline/peakline/tsdb/remote"
 )
 
 // Setup is a configured server: where its jobs live and how it answers.
@@ -61,6 +62,12 @@ func Open(setup Setup, logger *slog.Logger, reg *prometheus.Registry) (*Server, 
 	)
 	if remote {
 		if store, err = tsdb.OpenRemote(setup.Remote, setup.Store, logger, reg); err != nil {
+			switch {
+			case errors.Is(err, remoteclient.ErrBadWriteURL):
+				return nil, fmt.Errorf("--remote-write-url: %w", err)
+			case errors.Is(err, remoteclient.ErrBadQueryURL):
+				return nil, fmt.Errorf("--remote-query-url: %w", err)
+			}
 			return nil, fmt.Errorf("--remote-write-url/--remote-query-url: %w", err)
 		}
 	} else {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/query"
 )
 
@@ -25,6 +26,10 @@ func (e *promError) Unwrap() error { return e.err }
 
 // statusClientClosed is what Prometheus answers a canceled query with.
 const statusClientClosed = 499
+
+// errUnavailable is Prometheus' error type of a query whose storage
+// (here the remote engine) cannot be reached; the answer is 503.
+const errUnavailable query.ErrorType = "unavailable"
 
 // promStatus is the HTTP status of each error type, as in Prometheus.
 var promStatus = map[query.ErrorType]int{
@@ -46,6 +51,12 @@ func promErr(err error) error {
 	switch {
 	case errors.As(err, &pe):
 		return pe
+	case errors.Is(err, tsdb.ErrEngineUnavailable):
+		// As Prometheus answers a query its storage cannot serve now;
+		// writePromError adds Retry-After.
+		return &promError{typ: errUnavailable, code: http.StatusServiceUnavailable, err: err}
+	case errors.Is(err, tsdb.ErrEngineRejected):
+		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: err}
 	case errors.As(err, &qe):
 		typ = qe.Type
 	case errors.As(err, &he):
@@ -82,6 +93,9 @@ func (s *Server) writePromError(err error, c echo.Context) bool {
 	var pe *promError
 	if !errors.As(err, &pe) {
 		return false
+	}
+	if pe.typ == errUnavailable {
+		c.Response().Header().Set("Retry-After", engineUnavailableRetryAfter)
 	}
 	if pe.code >= 500 {
 		s.logger.Error("prometheus api request failed", "path", c.Path(), "type", pe.typ, "err", pe.err)

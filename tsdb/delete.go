@@ -722,11 +722,16 @@ type hidingQuerier struct {
 	d *deleter
 }
 
-func (q hidingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+// Select always sorts its series by labels, whatever sortSeries says: an
+// unsorted TSDB read gives the head's series in the order they were
+// created and a block's in label order, so a PromQL answer (whose vectors
+// keep the order read) would change with compaction and differ from a
+// remote engine's, which the remote querier returns sorted.
+func (q hidingQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	if v := q.d.view.Load(); v != nil {
 		ms = append(slices.Clip(ms), v.notIn)
 	}
-	return q.Querier.Select(ctx, sortSeries, hints, ms...)
+	return q.Querier.Select(ctx, true, hints, ms...)
 }
 
 func (q hidingQuerier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {

@@ -48,6 +48,11 @@ import (
 // retried later.
 var ErrEngineUnavailable = remote.ErrUnavailable
 
+// ErrEngineRejected is returned when the remote engine refused a read as
+// invalid (a 4xx such as VictoriaMetrics' or Prometheus' query limits):
+// the same request will be refused again; the message says why.
+var ErrEngineRejected = remote.ErrRejected
+
 // ErrDeleteUnsupported is returned by Delete on an engine that has no
 // series delete API.
 var ErrDeleteUnsupported = remote.ErrDeleteUnsupported
@@ -72,6 +77,10 @@ type Remote struct {
 	// Header is sent with every request to the engine (a tenant id:
 	// X-Scope-OrgID for Mimir, THANOS-TENANT for Thanos receive).
 	Header http.Header
+	// Timeout bounds one request to the engine; past it the read or
+	// write fails with ErrEngineUnavailable (a 503 with Retry-After).
+	// Zero means one minute.
+	Timeout time.Duration
 }
 
 // OpenRemote returns a stateless store over the engine r names. It does
@@ -84,7 +93,12 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 	if opts.Retention > 0 {
 		return nil, errors.New("retention: a remote store keeps what its engine keeps; set the engine's retention instead")
 	}
-	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header,
+	if opts.CacheTTL < 0 {
+		// The cache takes a ttl <= 0 as no bound, which a remote store
+		// must not have: other replicas' writes would never show.
+		return nil, fmt.Errorf("cache TTL: must not be negative, got %s", opts.CacheTTL)
+	}
+	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header, RequestTimeout: r.Timeout,
 		Relabel: schemaOnly, Logger: logger.With("component", "remote"), Registerer: reg})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -241,4 +242,23 @@ func TestRemoteSpansPrometheus(t *testing.T) {
 			t.Fatalf("%q: spans read by way %d, want %d", c.features, fast, c.wantFast)
 		}
 	}
+}
+
+// TestOpenRemoteOptions: options a remote store cannot honour are refused
+// by name before anything is contacted.
+func TestOpenRemoteOptions(t *testing.T) {
+	r := Remote{WriteURL: "http://127.0.0.1:1/api/v1/write", QueryURL: "http://127.0.0.1:1"}
+	f := func(opts Options, want string) {
+		t.Helper()
+		s, err := OpenRemote(r, opts, nil, nil)
+		if err == nil {
+			s.Close()
+		}
+		if fmt.Sprint(err) != want {
+			t.Fatalf("OpenRemote(%+v) = %v, want %s", opts, err, want)
+		}
+	}
+	f(Options{CacheTTL: -time.Second}, "cache TTL: must not be negative, got -1s")
+	f(Options{Retention: time.Hour}, "retention: a remote store keeps what its engine keeps; set the engine's retention instead")
+	f(Options{CacheTTL: time.Second}, "<nil>")
 }

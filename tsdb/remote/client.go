@@ -49,6 +49,10 @@ var (
 	// delete API (Mimir, Thanos) or with it switched off (Prometheus
 	// without --web.enable-admin-api).
 	ErrDeleteUnsupported = errors.New("the engine has no series delete API")
+	// ErrBadWriteURL and ErrBadQueryURL mark New's refusal of
+	// Config.WriteURL and Config.QueryURL.
+	ErrBadWriteURL = errors.New("write URL")
+	ErrBadQueryURL = errors.New("query URL")
 )
 
 // Config says where the engine is and how patiently to talk to it.
@@ -68,6 +72,11 @@ type Config struct {
 	Header http.Header
 	// RequestTimeout bounds one request; zero means one minute.
 	RequestTimeout time.Duration
+	// MaxResponseBytes bounds the body of one read answer (query,
+	// series, labels, export); zero means DefaultMaxResponseBytes. A
+	// larger answer fails the read (ErrRejected) instead of the
+	// process's memory.
+	MaxResponseBytes int64
 	// WriteAttempts is how often a write is tried while the engine is
 	// unavailable; zero means 5. Backoff doubles from MinBackoff (zero:
 	// 100ms) up to MaxBackoff (zero: 5s), with ±20% jitter.
@@ -88,6 +97,11 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
+// DefaultMaxResponseBytes is Config.MaxResponseBytes when zero: 1 GiB,
+// about 40M samples in VictoriaMetrics' export format, far above what a
+// server's own point and series limits let one request read.
+const DefaultMaxResponseBytes = 1 << 30
+
 // Client talks to one engine.
 type Client struct {
 	cfg   Config
@@ -106,17 +120,20 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	wu, err := url.Parse(cfg.WriteURL)
 	if err != nil || (wu.Scheme != "http" && wu.Scheme != "https") || wu.Host == "" {
-		return nil, fmt.Errorf("write URL: must be an http(s) URL such as http://host:8428/api/v1/write, got %q", cfg.WriteURL)
+		return nil, fmt.Errorf("%w: must be an http(s) URL such as http://host:8428/api/v1/write, got %q", ErrBadWriteURL, cfg.WriteURL)
 	}
 	qu, err := url.Parse(strings.TrimRight(cfg.QueryURL, "/"))
 	if err != nil || (qu.Scheme != "http" && qu.Scheme != "https") || qu.Host == "" || qu.RawQuery != "" {
-		return nil, fmt.Errorf("query URL: must be the http(s) base of the Prometheus API such as http://host:8428 or http://vmselect:8481/select/0/prometheus, got %q", cfg.QueryURL)
+		return nil, fmt.Errorf("%w: must be the http(s) base of the Prometheus API such as http://host:8428 or http://vmselect:8481/select/0/prometheus, got %q", ErrBadQueryURL, cfg.QueryURL)
 	}
 	if strings.HasSuffix(qu.Path, "/api/v1") || strings.HasSuffix(qu.Path, "/api/v1/query") {
-		return nil, fmt.Errorf("query URL: give the base without /api/v1 (it is appended), got %q", cfg.QueryURL)
+		return nil, fmt.Errorf("%w: give the base without /api/v1 (it is appended), got %q", ErrBadQueryURL, cfg.QueryURL)
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if cfg.WriteAttempts <= 0 {
 		cfg.WriteAttempts = 5
@@ -219,7 +236,24 @@ func (c *Client) writeOnce(ctx context.Context, body []byte) error {
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return statusError("remote write", resp.StatusCode, msg)
+	err = statusError("remote write", resp.StatusCode, msg)
+	if errors.Is(err, ErrRejected) && tooOld(msg) {
+		err = fmt.Errorf("%w (the engine takes no samples this old: give it an out-of-order window, e.g. Prometheus storage.tsdb.out_of_order_time_window, Mimir -ingester.out-of-order-time-window)", err)
+	}
+	return err
+}
+
+// tooOld reports whether a write refusal is the engine's for samples
+// behind its head: Prometheus' and Thanos' "out of bounds" and "too old
+// sample", Mimir's "sample-out-of-bounds" and "sample-timestamp-too-old".
+func tooOld(msg []byte) bool {
+	m := strings.ToLower(string(msg))
+	for _, s := range []string{"out of bounds", "out-of-bounds", "too old", "too-old"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // do sends req, counting it under op.
@@ -249,6 +283,17 @@ func statusError(what string, code int, body []byte) error {
 		return fmt.Errorf("%w: %s: HTTP %d: %s", ErrRejected, what, code, strings.TrimSpace(string(body)))
 	}
 	return fmt.Errorf("%s: HTTP %d: %s", what, code, strings.TrimSpace(string(body)))
+}
+
+// readStatusError is statusError for a request that is not retried
+// here: an answer worth a retry wraps ErrUnavailable, so that the caller
+// (and its client, by a 503 with Retry-After) may try again later.
+func readStatusError(what string, code int, body []byte) error {
+	err := statusError(what, code, body)
+	if err != nil && !errors.Is(err, ErrRejected) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
 }
 
 // apiResponse is the envelope of the Prometheus HTTP API.
@@ -311,8 +356,12 @@ func (c *Client) api(ctx context.Context, path string, params url.Values, dst an
 		return err
 	}
 	defer resp.Body.Close()
+	body := c.bounded(resp.Body, path)
 	var env apiResponse
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+	if err := json.NewDecoder(body).Decode(&env); err != nil {
+		if errors.Is(err, ErrRejected) {
+			return err
+		}
 		if resp.StatusCode/100 != 2 {
 			return &apiError{code: resp.StatusCode, errorType: "http", msg: http.StatusText(resp.StatusCode)}
 		}
@@ -325,6 +374,35 @@ func (c *Client) api(ctx context.Context, path string, params url.Values, dst an
 		return fmt.Errorf("%w: %s: decode data: %v", ErrUnavailable, path, err)
 	}
 	return nil
+}
+
+// bounded reads r up to Config.MaxResponseBytes; beyond, reads fail
+// with an error wrapping ErrRejected that names what was read.
+func (c *Client) bounded(r io.Reader, what string) io.Reader {
+	return &boundedReader{r: r, left: c.cfg.MaxResponseBytes, max: c.cfg.MaxResponseBytes, what: what}
+}
+
+type boundedReader struct {
+	r         io.Reader
+	left, max int64
+	what      string
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly max bytes from a longer one.
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		return 0, fmt.Errorf("%w: %s: answer larger than %d bytes (the most one read takes); read a shorter time range", ErrRejected, b.what, b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 func (c *Client) post(ctx context.Context, path string, params url.Values) (*http.Response, error) {
@@ -389,11 +467,12 @@ func (c *Client) deleted(ctx context.Context, resp *http.Response, params url.Va
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed ||
-		strings.Contains(string(msg), "admin APIs disabled"):
+	case strings.Contains(string(msg), "admin APIs disabled"):
+		return fmt.Errorf("%w (%s answered HTTP %d, admin APIs disabled): start Prometheus with --web.enable-admin-api, or delete the series with the engine's own tools", ErrDeleteUnsupported, c.query, resp.StatusCode)
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 		return fmt.Errorf("%w (%s answered HTTP %d): delete the series with the engine's own tools", ErrDeleteUnsupported, c.query, resp.StatusCode)
 	case resp.StatusCode/100 != 2:
-		return fmt.Errorf("delete series %s: %w", params.Get("match[]"), statusError("delete", resp.StatusCode, msg))
+		return fmt.Errorf("delete series %s: %w", params.Get("match[]"), readStatusError("delete", resp.StatusCode, msg))
 	}
 	// Prometheus keeps tombstones until compaction, and they would hide
 	// the same series written again; VictoriaMetrics has no such endpoint.

@@ -153,12 +153,15 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 	}
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return nil, fmt.Errorf("export %s: %w", sel, statusError("export", resp.StatusCode, msg))
+		return nil, fmt.Errorf("export %s: %w", sel, readStatusError("export", resp.StatusCode, msg))
 	}
 	var out []*series
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := bufio.NewReaderSize(c.bounded(resp.Body, "/api/v1/export"), 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
+		if errors.Is(err, ErrRejected) {
+			return nil, fmt.Errorf("export %s: %w", sel, err)
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			s, perr := parseExportLine(line)
 			if perr != nil {

@@ -396,3 +396,118 @@ func TestDeletePaths(t *testing.T) {
 	f("/select/3/prometheus", 204, []string{`POST /delete/3/prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, nil)
 	f("/prometheus", 404, []string{`POST /prometheus/api/v1/admin/tsdb/delete_series {job_id="7"}`}, ErrDeleteUnsupported)
 }
+
+// TestDeleteAdminDisabled: Prometheus without --web.enable-admin-api
+// answers 500 "admin APIs disabled"; the error says which flag to set.
+func TestDeleteAdminDisabled(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Delete(context.Background(), labels.MustNewMatcher(labels.MatchEqual, "job_id", "7"))
+	want := "the engine has no series delete API (" + srv.URL + " answered HTTP 500, admin APIs disabled): start Prometheus with --web.enable-admin-api, or delete the series with the engine's own tools"
+	if !errors.Is(err, ErrDeleteUnsupported) || err.Error() != want {
+		t.Fatalf("Delete = %v, want %s", err, want)
+	}
+}
+
+// TestResponseBounded: an answer longer than MaxResponseBytes fails the
+// read with ErrRejected naming the bound, whether the engine streams it
+// to the API decoder or to the export reader; an answer of exactly the
+// bound is read.
+func TestResponseBounded(t *testing.T) {
+	labelsBody := `{"status":"success","data":["job_id","task"]}` // 45 bytes
+	exportBody := `{"metric":{"__name__":"m","job_id":"1"},"values":[1,2],"timestamps":[1000,2000]}` + "\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/export" {
+			io.WriteString(w, exportBody)
+			return
+		}
+		io.WriteString(w, labelsBody)
+	}))
+	defer srv.Close()
+	f := func(maxBytes int64, wantLabels, wantExport string) {
+		t.Helper()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL, MaxResponseBytes: maxBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := c.Querier(0, 10_000)
+		names, _, err := q.LabelNames(context.Background(), nil)
+		if got := fmt.Sprint(names, err); got != wantLabels || (err != nil) != errors.Is(err, ErrRejected) {
+			t.Fatalf("max %d: LabelNames = %s, want %s", maxBytes, got, wantLabels)
+		}
+		set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
+		n := 0
+		for set.Next() {
+			n++
+		}
+		got := fmt.Sprint(n, set.Err())
+		if got != wantExport || (set.Err() != nil) != errors.Is(set.Err(), ErrRejected) {
+			t.Fatalf("max %d: Select = %s, want %s", maxBytes, got, wantExport)
+		}
+	}
+	f(int64(len(exportBody)), "[job_id task] <nil>", "1 <nil>")
+	f(45, "[job_id task] <nil>", `0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 45 bytes (the most one read takes); read a shorter time range`)
+	f(44, `[] list label names: refused by the engine: /api/v1/labels: answer larger than 44 bytes (the most one read takes); read a shorter time range`,
+		`0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 44 bytes (the most one read takes); read a shorter time range`)
+}
+
+// TestWriteTooOld: Prometheus' refusal of samples behind its head names
+// the out-of-order window to set; other refusals are passed as they are.
+func TestWriteTooOld(t *testing.T) {
+	f := func(answer, want string) {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, answer, http.StatusBadRequest)
+		}))
+		defer srv.Close()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Write(context.Background(), []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "m"}}, Samples: []prompb.Sample{{Timestamp: 1000, Value: 1}}}})
+		if !errors.Is(err, ErrRejected) || err.Error() != want {
+			t.Fatalf("Write answered %q: %v, want %s", answer, err, want)
+		}
+	}
+	f("out of bounds", "refused by the engine: remote write: HTTP 400: out of bounds (the engine takes no samples this old: give it an out-of-order window, e.g. Prometheus storage.tsdb.out_of_order_time_window, Mimir -ingester.out-of-order-time-window)")
+	f("invalid labels", "refused by the engine: remote write: HTTP 400: invalid labels")
+}
+
+// TestReadStatus: an engine answering 5xx, 429 or 408 to a read or a
+// delete is unavailable (try later); another 4xx is a refusal.
+func TestReadStatus(t *testing.T) {
+	f := func(code int, want error) {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "busy", code)
+		}))
+		defer srv.Close()
+		c, err := New(Config{WriteURL: srv.URL + "/api/v1/write", QueryURL: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := c.Querier(0, 10_000)
+		set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
+		for set.Next() {
+		}
+		wantMsg := fmt.Sprintf("%v: HTTP %d: busy", "export", code)
+		if err := set.Err(); !errors.Is(err, want) || !strings.HasSuffix(err.Error(), wantMsg) {
+			t.Fatalf("export answered %d: %v, want %v ending %q", code, err, want, wantMsg)
+		}
+		err = c.Delete(context.Background(), labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
+		if wantMsg = fmt.Sprintf("delete: HTTP %d: busy", code); !errors.Is(err, want) || !strings.HasSuffix(err.Error(), wantMsg) {
+			t.Fatalf("delete answered %d: %v, want %v ending %q", code, err, want, wantMsg)
+		}
+	}
+	f(http.StatusServiceUnavailable, ErrUnavailable)
+	f(http.StatusInternalServerError, ErrUnavailable)
+	f(http.StatusTooManyRequests, ErrUnavailable)
+	f(http.StatusBadRequest, ErrRejected)
+}
