@@ -104,9 +104,17 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		remoteHeaders              []string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   "serve --data DIR | --remote-write-url URL --remote-query-url BASE --settings FILE",
 		Short: "Serve the graph API, ingest and web page over a store",
-		Args:  cobra.NoArgs,
+		Long: `serve answers the HTTP API, JSON ingest, Prometheus remote write and
+query API, and the web page, over either an embedded store (--data DIR) or,
+stateless, a Prometheus-compatible engine (--remote-write-url and
+--remote-query-url, with --settings a file every replica shares; the
+engine's retention applies and --retention is refused).
+
+Every flag is also an environment variable (PEAKLINE_LISTEN for --listen)
+and a key of the --config file (listen: 127.0.0.1:8080).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := newLogger()
 			if err != nil {
@@ -216,7 +224,7 @@ func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var dataDir, serverURL, jobID, templateID, templateName string
 	var tc collector.TransportConfig
 	cmd := &cobra.Command{
-		Use:   "import [--data DIR | --server URL] [--job ID] PATH...",
+		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] PATH...",
 		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
 		Long: `Import reads each PATH, which may be:
   - an ansible-runner private data dir (artifacts/<ident>/job_events + profiling_data/),

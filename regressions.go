@@ -64,7 +64,7 @@ func regressionsCommand() *cobra.Command {
 		tc                       collector.TransportConfig
 	)
 	cmd := &cobra.Command{
-		Use:   "regressions --server URL --template ID [--job ID] [--json]",
+		Use:   "regressions --server URL --template ID [--job ID] [--json] [--last N]",
 		Short: "Print the regressions of a template's newest (or given) run; exit 1 when there are any",
 		Long: `regressions asks the server for the history of a job template
 (GET /api/v1/templates/{id}/history) and prints the tasks whose duration,
@@ -126,7 +126,7 @@ runs of the window (serve --regression-factor decides), as a table or
 	f.StringVar(&serverURL, "server", "", "base URL of the peakline serve to ask")
 	f.StringVar(&template, "template", "", "job template id")
 	f.StringVar(&job, "job", "", "run (job id) to check (default: the template's newest run)")
-	f.IntVar(&last, "last", 20, "runs of the window the run is compared in, itself included (the run and those before it)")
+	f.IntVar(&last, "last", 20, "runs of the window the run is compared in, itself included (the run and those before it; 4 to 100)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up on the server after this long")
 	clientFlags(f, &tc)

@@ -32,9 +32,10 @@ func Command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure Peakline against its peers, side by side, and report the ratios",
-		Long: `bench runs Peakline and a peer on the same data in the same run and
-reports each figure next to the peer's, with speedup = peer cost / Peakline
-cost (above 1 is better for Peakline):
+		Long: `bench measures Peakline; downsample, graph, ingest and series run a peer
+on the same data in the same run and report each figure next to the peer's,
+with speedup = peer cost / Peakline cost (above 1 is better for Peakline),
+while soak, crash and history check Peakline against its own targets:
 
   downsample  every algorithm vs github.com/dgryski/go-lttb: ns/point, allocations, fidelity
   graph       the graph endpoint vs the promql engine's query_range on the same store
@@ -44,7 +45,8 @@ cost (above 1 is better for Peakline):
   crash       kill -9 of serve under ingest, restart, every acknowledged sample read back
   history     a template's history (20 runs × 200 tasks) from a warm store: latency against 100 ms
 
-Each prints tables, shows progress on stderr, and writes --json FILE and --svg FILE.
+Each prints tables and shows progress on stderr; all but crash write --json FILE
+and --svg FILE.
 Prometheus and VictoriaMetrics are run from ./bin (make tools) or PATH.`,
 		SilenceUsage: true,
 	}
