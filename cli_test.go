@@ -183,7 +183,7 @@ func TestQueryCommand(t *testing.T) {
 			t.Fatalf("peakline query %v: %v %q, want it to say %q", args, err, out, want)
 		}
 	}
-	f(`function "range_median"`, "--data", data, "range_median(x[1m])")
+	f(`function "buckets_limit"`, "--data", data, "buckets_limit(3, x)")
 	f("--time: must be RFC 3339", "--data", data, "--time", "yesterday", "x")
 	f("--start, --end and --step", "--data", data, "--start", "1", "x")
 	f("--data or --server", "x")

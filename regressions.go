@@ -202,7 +202,11 @@ func printRegressions(w io.Writer, rep regressionsReport) {
 		fmt.Fprintf(w, "template %s, job %s: no regressions against the other %d runs\n", name, rep.JobID, rep.Runs-1)
 		return
 	}
-	fmt.Fprintf(w, "template %s, job %s: %d regressions against the other %d runs\n", name, rep.JobID, len(rep.Regressions), rep.Runs-1)
+	noun := "regressions"
+	if len(rep.Regressions) == 1 {
+		noun = "regression"
+	}
+	fmt.Fprintf(w, "template %s, job %s: %d %s against the other %d runs\n", name, rep.JobID, len(rep.Regressions), noun, rep.Runs-1)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR")
 	for _, r := range rep.Regressions {

@@ -65,7 +65,7 @@ func TestRegressionsExitCodes(t *testing.T) {
 		postRun(t, s.URL, fmt.Sprint(1001+i), i, mem)
 	}
 	out, errOut, code := runCode(t, "regressions", "--server", s.URL, "--template", "7")
-	if code != 1 || !strings.Contains(out, "template 7 (deploy-web), job 1005: 1 regressions against the other 4 runs") ||
+	if code != 1 || !strings.Contains(out, "template 7 (deploy-web), job 1005: 1 regression against the other 4 runs") ||
 		!strings.Contains(out, "site.yml:14 allocate cache  memory_max  640.0 MiB  201.0 MiB  3.18×") {
 		t.Errorf("newest run: exit %d, stdout %q stderr %q; want 1 and the table", code, out, errOut)
 	}
