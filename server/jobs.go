@@ -108,7 +108,8 @@ func (s *Server) listJobs(c echo.Context) error {
 	for _, sp := range matched {
 		sum, err := s.store.Summary(ctx, sp.ID)
 		if errors.Is(err, tsdb.ErrJobNotFound) {
-			continue // deleted since it was listed
+			page.Total-- // deleted since it was listed
+			continue
 		}
 		if err != nil {
 			// A job that cannot be read is listed with its error (and

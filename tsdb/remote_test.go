@@ -224,11 +224,12 @@ func TestRemoteSpansPrometheus(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := []string{"--config.file=" + cfg, "--storage.tsdb.path=DIR", "--web.listen-address=ADDR",
-			"--web.enable-remote-write-receiver", "--log.level=error"}
+			"--web.enable-remote-write-receiver", "--web.enable-admin-api", "--log.level=error"}
 		if c.features != "" {
 			args = append(args, c.features)
 		}
-		rem := openRemoteTest(t, startEngine(t, "prometheus", "/-/ready", args...))
+		base := startEngine(t, "prometheus", "/-/ready", args...)
+		rem := openRemoteTest(t, base)
 		for _, b := range batches {
 			if _, err := rem.Append(ctx, b); err != nil {
 				t.Fatal(err)
@@ -240,6 +241,15 @@ func TestRemoteSpansPrometheus(t *testing.T) {
 		}
 		if fast := rem.spansFast.Load(); fast != c.wantFast {
 			t.Fatalf("%q: spans read by way %d, want %d", c.features, fast, c.wantFast)
+		}
+		// Prometheus still names a deleted job's series in its head: a
+		// replica with nothing cached does not list the job.
+		if err := rem.Delete(ctx, "42"); err != nil {
+			t.Fatal(err)
+		}
+		other := openRemoteTest(t, base)
+		if got, err := other.Spans(ctx); err != nil || !reflect.DeepEqual(got, want[1:]) {
+			t.Fatalf("%q: spans after deleting job 42: %+v, %v; want %+v", c.features, got, err, want[1:])
 		}
 	}
 }

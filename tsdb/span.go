@@ -56,10 +56,29 @@ func (s *Store) Spans(ctx context.Context) ([]Span, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A job whose name the engine lists but whose samples it does
+		// not show (deleted series an engine still names, or samples it
+		// has not made searchable yet) is not listed, and not cached: it
+		// shows once its samples do.
+		gone := map[int]bool{}
 		for _, i := range missing {
-			out[i] = all[out[i].ID]
+			sp, ok := all[out[i].ID]
+			if !ok || (sp.FirstMs == 0 && sp.LastMs == 0) {
+				gone[i] = true
+				continue
+			}
+			out[i] = sp
 			out[i].ID = ids[i]
 			s.cache.putSpan(out[i], gen)
+		}
+		if len(gone) > 0 {
+			kept := out[:0]
+			for i, sp := range out {
+				if !gone[i] {
+					kept = append(kept, sp)
+				}
+			}
+			out = kept
 		}
 	case len(missing) >= spanPassAt:
 		gen := s.cache.generation()
