@@ -258,8 +258,8 @@ func TestPrometheusAPIErrors(t *testing.T) {
 	}
 	f(env, "/query", q("query", "rate("), 400, "bad_data", "parse")
 	f(env, "/query", q("query", ""), 400, "bad_data", "")
-	f(env, "/query", q("query", "range_median(peakline_pids)"), 400, "bad_data", `"range_median"`)
-	f(env, "/query", q("query", "median(peakline_pids)"), 400, "bad_data", `"median"`)
+	f(env, "/query", q("query", "buckets_limit(3, peakline_pids)"), 400, "bad_data", `"buckets_limit"`)
+	f(env, "/query", q("query", "no_such_function(peakline_pids)"), 400, "bad_data", `"no_such_function"`)
 	f(env, "/query", q("query", "sum(rate(peakline_pids[5m]))", "time", "yesterday"), 400, "bad_data", `invalid parameter "time"`)
 	f(env, "/query", q("query", "1", "timeout", "-1s"), 400, "bad_data", `invalid parameter "timeout"`)
 	f(env, "/query", q("query", "1", "limit", "-1"), 400, "bad_data", `invalid parameter "limit"`)
@@ -439,10 +439,10 @@ func TestMetricsQLOverHTTP(t *testing.T) {
 		t.Fatalf("without keep_metric_names: %v, want a duplicate labelset error", err)
 	}
 
-	// A MetricsQL-only function is bad_data naming it.
-	_, _, _, err := env.api.Query(ctx, `range_median(peakline_pids{job_id="j1"})`, end)
+	// A MetricsQL function left out is bad_data naming it.
+	_, _, _, err := env.api.Query(ctx, `buckets_limit(3, peakline_pids{job_id="j1"})`, end)
 	var apiErr *v1.Error
-	if !errors.As(err, &apiErr) || apiErr.Type != v1.ErrBadData || !strings.Contains(apiErr.Msg, "range_median") {
-		t.Fatalf("range_median: %#v", err)
+	if !errors.As(err, &apiErr) || apiErr.Type != v1.ErrBadData || !strings.Contains(apiErr.Msg, "buckets_limit") {
+		t.Fatalf("buckets_limit: %#v", err)
 	}
 }
