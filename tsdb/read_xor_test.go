@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/peakline/peakline/bench/workload"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 )
 
 // iterSamples decodes a chunk with the TSDB's own iterator.
@@ -248,4 +250,45 @@ func BenchmarkDecodeXOR(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/sample")
 	})
+}
+
+// TestDecodeRunSkipsNonFinite decodes one series of XOR chunks holding
+// NaN, infinities and a time going back, once through decodeXOR (the
+// chunks as the TSDB hands them) and once through the iterator (the
+// same chunks behind a wrapper type), and checks that both give the
+// same slot: non-finite samples dropped, the rest in chunk order.
+func TestDecodeRunSkipsNonFinite(t *testing.T) {
+	mk := func(ts []int64, vs []float64) *chunkenc.XORChunk {
+		c := chunkenc.NewXORChunk()
+		app, err := c.Appender()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ts {
+			app.Append(0, ts[i], vs[i])
+		}
+		return c
+	}
+	c1 := mk([]int64{1, 2, 3, 4, 5}, []float64{10, 20, math.NaN(), 40, math.Inf(1)})
+	c2 := mk([]int64{6, 4, 7}, []float64{60, 41, math.Inf(-1)})
+	wantTs, wantVs := []int64{1, 2, 4, 6, 4}, []float64{10, 20, 40, 60, 41}
+	for _, viaIterator := range []bool{false, true} {
+		r := &seriesRun{size: 8}
+		for _, c := range []chunkenc.Chunk{c1, c2} {
+			if viaIterator {
+				c = countedChunk{c, c.NumSamples()}
+			}
+			r.chunks = append(r.chunks, chunks.Meta{Chunk: c})
+		}
+		r.dstTs, r.dstVs = make([]int64, r.size), make([]float64, r.size)
+		r.decode(nil)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		gotTs, gotVs := r.dstTs[:r.n], r.dstVs[:r.n]
+		if !slices.Equal(gotTs, wantTs) || !slices.Equal(gotVs, wantVs) || r.ordered || r.firstMs != 1 || r.lastMs != 6 || len(r.extraTs) != 0 {
+			t.Fatalf("iterator %v: slot %v %v, ordered %v, first %d, last %d, extra %v; want %v %v, unordered, 1, 6",
+				viaIterator, gotTs, gotVs, r.ordered, r.firstMs, r.lastMs, r.extraTs, wantTs, wantVs)
+		}
+	}
 }
