@@ -122,6 +122,31 @@ func (r *seriesRun) decode(it chunkenc.Iterator) chunkenc.Iterator {
 	first, last, prev := int64(maxTime), int64(minTime), int64(minTime)
 	ordered := true
 	for _, m := range r.chunks {
+		if xc, ok := m.Chunk.(*chunkenc.XORChunk); ok && n+xorSamples(xc.Bytes()) <= len(dstTs) {
+			// Decoded straight into the slot, then compacted in place
+			// past non-finite values.
+			k, err := decodeXOR(xc.Bytes(), dstTs[n:], dstVs[n:])
+			if err != nil {
+				r.err = err
+				break
+			}
+			w := n
+			for j := n; j < n+k; j++ {
+				t, v := dstTs[j], dstVs[j]
+				if !finite(v) {
+					continue
+				}
+				if w > 0 && t <= prev {
+					ordered = false
+				}
+				prev = t
+				first, last = min(first, t), max(last, t)
+				dstTs[w], dstVs[w] = t, v
+				w++
+			}
+			n = w
+			continue
+		}
 		it = m.Chunk.Iterator(it)
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 			if vt != chunkenc.ValFloat {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/peakline/peakline/downsample"
 )
@@ -170,26 +171,59 @@ func summary(t TaskSpan, r *EventRange, cols []Column, stats [][]taskStat, i int
 // sum and first maximum.
 func columnStats(cols []Column, nTasks int) [][]taskStat {
 	out := make([][]taskStat, len(cols))
+	// Columns are independent: large ones are summed on goroutines of
+	// their own, each writing only its own out[c].
+	var wg sync.WaitGroup
 	for c, col := range cols {
-		st := make([]taskStat, nTasks)
-		for i, v := range col.Vs {
-			if !finite(v) {
-				continue
-			}
-			ti := col.Task[i]
-			if ti < 0 || int(ti) >= nTasks {
-				continue
-			}
-			s := &st[ti]
-			if s.n == 0 || v > s.max {
-				s.max, s.maxAt = v, i
-			}
-			s.n++
-			s.sum += v
+		if len(col.Vs) >= parallelStats && c+1 < len(cols) {
+			wg.Go(func() { out[c] = taskStats(col, nTasks) })
+			continue
 		}
-		out[c] = st
+		out[c] = taskStats(col, nTasks)
 	}
+	wg.Wait()
 	return out
+}
+
+// parallelStats is the column length from which columnStats sums a
+// column on a goroutine of its own.
+const parallelStats = 1 << 16
+
+// taskStats returns, per task, the finite samples' count, sum and first
+// maximum in one column.
+func taskStats(col Column, nTasks int) []taskStat {
+	st := make([]taskStat, nTasks)
+	// A task's samples are one stretch of the column but where tasks
+	// overlap: each stretch of one task is summed in a tight loop,
+	// in column order, so sums are those of one pass.
+	for lo := 0; lo < len(col.Vs); {
+		ti := col.Task[lo]
+		hi := lo + 1
+		for hi < len(col.Vs) && col.Task[hi] == ti {
+			hi++
+		}
+		if ti >= 0 && int(ti) < nTasks {
+			st[ti].add(col.Vs, lo, hi)
+		}
+		lo = hi
+	}
+	return st
+}
+
+// add takes the finite values of vs[lo:hi] into s.
+func (s *taskStat) add(vs []float64, lo, hi int) {
+	n, sum, mx, at := s.n, s.sum, s.max, s.maxAt
+	for i, v := range vs[lo:hi] {
+		if !finite(v) {
+			continue
+		}
+		if n == 0 || v > mx {
+			mx, at = v, lo+i
+		}
+		n++
+		sum += v
+	}
+	s.n, s.sum, s.max, s.maxAt = n, sum, mx, at
 }
 
 // eventRanges gives each task with a known counter the range from its

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -82,4 +83,54 @@ func TestFinite(t *testing.T) {
 	f(math.NaN(), false)
 	f(math.Float64frombits(0x7ff0000000000002), false) // the stale marker's NaN
 	f(math.Float64frombits(0xfff8000000000001), false)
+}
+
+// TestColumnStatsMatchesOnePass compares columnStats with one plain pass
+// per column, exactly (sums in the same order), on columns large enough
+// to be summed in parallel, where tasks come in stretches that
+// interleave, samples name tasks outside the list, and values include
+// NaN, infinities and equal maxima (the first one counts).
+func TestColumnStatsMatchesOnePass(t *testing.T) {
+	const nTasks = 7
+	rng := rand.New(rand.NewPCG(14, 2))
+	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 5, 5}
+	cols := make([]Column, 3)
+	for c := range cols {
+		n := parallelStats + rng.IntN(3*parallelStats)
+		col := Column{Ts: make([]int64, n), Vs: make([]float64, n), Task: make([]int32, n)}
+		task := int32(0)
+		for i := range n {
+			if rng.IntN(500) == 0 {
+				task = int32(rng.IntN(nTasks+2)) - 1 // -1 and nTasks name no task
+			}
+			col.Ts[i], col.Task[i] = int64(i), task
+			col.Vs[i] = rng.NormFloat64()
+			if rng.IntN(100) == 0 {
+				col.Vs[i] = specials[rng.IntN(len(specials))]
+			}
+		}
+		cols[c] = col
+	}
+	got := columnStats(cols, nTasks)
+	for c, col := range cols {
+		want := make([]taskStat, nTasks)
+		for i, v := range col.Vs {
+			ti := col.Task[i]
+			if !finite(v) || ti < 0 || int(ti) >= nTasks {
+				continue
+			}
+			s := &want[ti]
+			if s.n == 0 || v > s.max {
+				s.max, s.maxAt = v, i
+			}
+			s.n++
+			s.sum += v
+		}
+		if !reflect.DeepEqual(got[c], want) {
+			t.Fatalf("column %d: columnStats = %+v, want %+v", c, got[c], want)
+		}
+		if want[0].n == 0 {
+			t.Fatalf("column %d: task 0 has no samples: the case does not test anything", c)
+		}
+	}
 }
