@@ -51,10 +51,14 @@ func (b *batcher) add(s liveSample) {
 	b.pending = append(b.pending, s)
 }
 
-// setInfo sets the job's info; the next batch carries it.
+// setInfo sets the job's info; the next batch carries it. A playbook
+// already learnt from the job events is kept when info names none.
 func (b *batcher) setInfo(info JobInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if info.Playbook == "" {
+		info.Playbook = b.info.Playbook
+	}
 	b.info, b.newInfo = info, true
 }
 
@@ -115,6 +119,21 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 		for _, s := range starts {
 			body.Tasks = append(body.Tasks, Task{Counter: s.counter, UUID: s.taskUUID, Name: s.task, StartMs: s.ms, Play: s.play, Role: s.role, Path: s.taskPath})
 		}
+		// The playbook the job events name (as import reads it), sent
+		// with the first batch holding a task that names it.
+		for _, s := range starts {
+			if s.playbook == "" {
+				continue
+			}
+			b.mu.Lock()
+			if b.info.Playbook == "" {
+				b.info.Playbook = s.playbook
+				info, b.newInfo = b.info, false
+			}
+			b.mu.Unlock()
+			break
+		}
+		body.JobInfo = info
 		if ok {
 			body.LastEvent = &Event{Counter: last.counter, TimeMs: last.ms}
 		}

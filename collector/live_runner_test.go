@@ -80,8 +80,13 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	ident := idents[0].Name()
 
 	srv.mu.Lock()
-	tasks, last := srv.tasks, srv.last
+	tasks, last, playbook := srv.tasks, srv.last, srv.playbook
 	srv.mu.Unlock()
+	// The job events name the playbook; the job's info carries it, as
+	// import's does.
+	if playbook != "perf.yml" {
+		t.Errorf("playbook sent %q, want perf.yml", playbook)
+	}
 	byName := map[string]int64{}
 	for c, name := range tasks {
 		byName[name] = c

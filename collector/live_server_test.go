@@ -35,6 +35,7 @@ type ingestServer struct {
 	tasks    map[int64]string // counter → name
 	last     int64            // newest last_event counter
 	infos    []string         // template_id/template_name/status of the batches carrying any
+	playbook string           // the newest playbook a batch named
 	posts    map[string]int   // answers given, by state
 	srv      *http.Server
 	ln       net.Listener
@@ -128,6 +129,9 @@ func (s *ingestServer) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.LastEvent != nil {
 		s.last = max(s.last, b.LastEvent.Counter)
+	}
+	if b.Playbook != "" {
+		s.playbook = b.Playbook
 	}
 	if b.TemplateID != "" || b.TemplateName != "" || b.Status != "" {
 		s.infos = append(s.infos, b.TemplateID+"/"+b.TemplateName+"/"+b.Status)

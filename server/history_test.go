@@ -124,10 +124,11 @@ func TestTemplateHistory(t *testing.T) {
 			}
 			// Up to the next task's start, the last to the last event. 8
 			// samples of 50% each over the 250 ms before it: 1 s of CPU;
-			// the first of say hello follows a 1250 ms gap, counted as
-			// four intervals: 0.5 s more than 0.125.
+			// the first of say hello follows a 1250 ms gap, counted as one
+			// interval (a task's first sample covers one poll interval):
+			// 0.125 s, not 0.5.
 			wantMs := map[string]int64{"allocate cache": 3000, "say hello": 2000}[task.Name]
-			wantCPU := map[string]float64{"allocate cache": 1, "say hello": 1.375}[task.Name]
+			wantCPU := map[string]float64{"allocate cache": 1, "say hello": 1}[task.Name]
 			if !found || r.DurationMs != wantMs || r.CPUSeconds == nil || *r.CPUSeconds != wantCPU {
 				t.Errorf("%s in %s: counter %d found %v, duration %d, cpu seconds %v; want %d ms, %v s", task.Key, r.JobID, r.Counter, found, r.DurationMs, deref(r.CPUSeconds), wantMs, wantCPU)
 			}

@@ -11,9 +11,15 @@ import "slices"
 // cgroup_perf_recap plugin and the live sampler compute it), so sample
 // i adds vs[i]/100 × (ts[i] − ts[i−1]) seconds to its task. The first
 // sample counts the column's median interval; an interval longer than
-// four median intervals (a gap: sampling stopped between per-task plugin
-// files, or the collector was paused) counts four, so a gap does not
-// turn one sample into minutes of CPU.
+// four median intervals (the collector was paused) counts four, so a gap
+// does not turn one sample into minutes of CPU. The first sample of a
+// task (its task differs from the previous sample's) counts at most one
+// median interval: the cgroup_perf_recap plugin starts each task's
+// sampling afresh, so that sample is the usage over one poll interval
+// after the task started, not since the previous task's last sample
+// (counting that gap over-counted a task's CPU seconds by up to half on
+// real runs; a live sampler's interval at a task change is one interval
+// anyway).
 func CPUSeconds(dst []float64, ts []int64, vs []float64, task []int32, nTasks int) []float64 {
 	dst = slices.Grow(dst[:0], nTasks)[:nTasks]
 	clear(dst)
@@ -28,7 +34,11 @@ func CPUSeconds(dst []float64, ts []int64, vs []float64, task []int32, nTasks in
 		}
 		dt := typical
 		if i > 0 {
-			dt = min(ts[i]-ts[i-1], 4*typical)
+			limit := 4 * typical
+			if task[i] != task[i-1] {
+				limit = typical
+			}
+			dt = min(ts[i]-ts[i-1], limit)
 		}
 		dst[k] += v / 100 * float64(dt) / 1000
 	}

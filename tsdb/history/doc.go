@@ -37,8 +37,9 @@
 // Tasks are listed in the order of the newest run they appear in: the
 // tasks of the newest run in its order, then those of older runs that
 // the newer ones lack. A task's key is "file:line name" as the newest
-// run where it appears has it (or the name alone without a task_path),
-// suffixed " #2", " #3"… when two tasks would share a key.
+// run where it appears has it (or the name alone without a task_path;
+// "(unnamed task)" with neither, as the samples collect takes before the
+// first task starts), suffixed " #2", " #3"… when two tasks would share a key.
 //
 // # Regressions
 //

@@ -53,6 +53,11 @@ type Run struct {
 	Tasks   []TaskRun // in start order
 }
 
+// UnnamedKey is the key of a task with neither name nor task_path: the
+// samples collect takes before a job's first task starts (ansible's own
+// start-up), as the pages label such a task.
+const UnnamedKey = "(unnamed task)"
+
 // Task is one task matched across runs (see the package doc).
 type Task struct {
 	Key  string
@@ -147,14 +152,17 @@ func Match(runs []Run) []Task {
 	return tasks
 }
 
-// setKeys gives each task its key: "path name", or the name alone,
-// suffixed " #n" from the second task sharing one.
+// setKeys gives each task its key: "path name", or the name alone, or
+// UnnamedKey for neither, suffixed " #n" from the second task sharing one.
 func setKeys(tasks []Task) {
 	count := map[string]int{}
 	for i := range tasks {
 		k := tasks[i].Name
 		if tasks[i].Path != "" {
 			k = tasks[i].Path + " " + k
+		}
+		if k == "" {
+			k = UnnamedKey
 		}
 		count[k]++
 		if n := count[k]; n > 1 {

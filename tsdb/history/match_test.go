@@ -134,6 +134,19 @@ func TestNormalizePath(t *testing.T) {
 	f("", "")
 }
 
+// A task with neither name nor task_path (a live run's samples before
+// its first task, counter 0) has a key that names it, unique like the
+// others; it matches the same span of the other runs.
+func TestMatchUnnamedKey(t *testing.T) {
+	runs := []Run{
+		runOf("1", "||", "p||a|/x/project/a.yml:1", "p||(unnamed task)|"),
+		runOf("2", "||", "p||a|/x/project/a.yml:1"),
+	}
+	if got, want := render(Match(runs)), "(unnamed task): 0 0\na.yml:1 a: 1 1\n(unnamed task) #2: 2 -1\n"; got != want {
+		t.Errorf("Match = %q, want %q", got, want)
+	}
+}
+
 // Keys are unique whatever the names.
 func TestMatchKeysUnique(t *testing.T) {
 	var runs []Run

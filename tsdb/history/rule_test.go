@@ -161,8 +161,15 @@ func TestCPUSeconds(t *testing.T) {
 	f([]int64{0, 250, 500, 750}, []float64{100, 100, 100, 100}, []int32{0, 0, 0, 0}, 1, []float64{1})
 	// Two tasks: each sample to its own.
 	f([]int64{1000, 1250, 1500, 1750}, []float64{200, 200, 50, 50}, []int32{0, 0, 1, 1}, 2, []float64{1, 0.25})
-	// A 10 s gap counts four median intervals (1 s).
-	f([]int64{0, 250, 500, 10500}, []float64{100, 100, 100, 100}, []int32{0, 0, 0, 1}, 2, []float64{0.75, 1})
+	// A 10 s gap within a task counts four median intervals (1 s).
+	f([]int64{0, 250, 500, 10500}, []float64{100, 100, 100, 100}, []int32{0, 0, 0, 0}, 1, []float64{1.75})
+	// A task's first sample counts at most one median interval, however
+	// far the previous task's last sample is: cgroup_perf_recap's
+	// per-task files, as in real run 9001 of a small playbook, where
+	// "wait a bit" began 526 ms after "role task"'s last sample at 198%
+	// (0.5 s of CPU, not 1.04).
+	f([]int64{0, 250, 500, 1026, 1276}, []float64{50, 50, 50, 198, 112}, []int32{0, 0, 0, 1, 1}, 2, []float64{0.375, 0.775})
+	f([]int64{0, 250, 500, 10500}, []float64{100, 100, 100, 100}, []int32{0, 0, 0, 1}, 2, []float64{0.75, 0.25})
 	// No samples; a task without samples.
 	f(nil, nil, nil, 2, []float64{0, 0})
 	f([]int64{5}, []float64{100}, []int32{1}, 3, []float64{0, 0, 0})
