@@ -235,26 +235,10 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		}
 		return t.internalCall(internalPrefix+"histogram_share", le, x, str(bounds)), true, nil
 	case "histogram_quantiles":
-		if len(fe.Args) < 3 {
-			return nil, true, badData("%s: histogram_quantiles takes a label name, one or more phis and the buckets", fe.AppendString(nil))
-		}
-		label, ok := fe.Args[0].(*metricsql.StringExpr)
-		if !ok {
-			return nil, true, badData("%s: the first argument of histogram_quantiles is a label name in quotes", fe.AppendString(nil))
-		}
-		var es []parser.Expr
-		for _, a := range fe.Args[1 : len(fe.Args)-1] {
-			phi, ok := a.(*metricsql.NumberExpr)
-			if !ok {
-				return nil, true, badData("%s: the phis of histogram_quantiles must be numbers", fe.AppendString(nil))
-			}
-			q, err := t.call(&metricsql.FuncExpr{Name: "histogram_quantile", Args: []metricsql.Expr{phi, fe.Args[len(fe.Args)-1]}})
-			if err != nil {
-				return nil, true, err
-			}
-			es = append(es, t.internalCall("label_set", q, str(label.S), str(strconv.FormatFloat(phi.N, 'g', -1, 64))))
-		}
-		return t.unionOf(es), true, nil
+		out, err := t.perPhi(fe, "histogram_quantiles", fe.Args, "the buckets", func(phi *metricsql.NumberExpr, x metricsql.Expr) (parser.Expr, error) {
+			return t.call(&metricsql.FuncExpr{Name: "histogram_quantile", Args: []metricsql.Expr{phi, x}})
+		})
+		return out, true, err
 	case "range_normalize":
 		if len(fe.Args) > 1 {
 			var es []parser.Expr
@@ -388,30 +372,14 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		out, err := t.aggregate(&q)
 		return out, true, err
 	case "quantiles":
-		if len(ae.Args) < 3 {
-			return nil, true, badData("%s: quantiles takes a label name, one or more phis and the series", ae.AppendString(nil))
-		}
-		label, ok := ae.Args[0].(*metricsql.StringExpr)
-		if !ok {
-			return nil, true, badData("%s: the first argument of quantiles is a label name in quotes", ae.AppendString(nil))
-		}
-		var es []parser.Expr
-		for _, a := range ae.Args[1 : len(ae.Args)-1] {
-			phi, ok := a.(*metricsql.NumberExpr)
-			if !ok {
-				return nil, true, badData("%s: the phis of quantiles must be numbers", ae.AppendString(nil))
-			}
+		out, err := t.perPhi(ae, "quantiles", ae.Args, "the series", func(phi *metricsql.NumberExpr, x metricsql.Expr) (parser.Expr, error) {
 			q := *ae
 			q.Name = "quantile"
 			q.Limit = 0
-			q.Args = []metricsql.Expr{phi, ae.Args[len(ae.Args)-1]}
-			e, err := t.aggregate(&q)
-			if err != nil {
-				return nil, true, err
-			}
-			es = append(es, t.internalCall("label_set", e, str(label.S), str(strconv.FormatFloat(phi.N, 'g', -1, 64))))
-		}
-		return t.unionOf(es), true, nil
+			q.Args = []metricsql.Expr{phi, x}
+			return t.aggregate(&q)
+		})
+		return out, true, err
 	}
 	if name == "histogram" {
 		if err := nargs(1); err != nil {
@@ -575,4 +543,32 @@ func (t *translator) leBuckets(x parser.Expr) parser.Expr {
 func vmrangeBuckets(e metricsql.Expr) bool {
 	s := string(e.AppendString(nil))
 	return (strings.Contains(s, "histogram_over_time(") || strings.Contains(s, "vmrange")) && !strings.Contains(s, "prometheus_buckets(")
+}
+
+// perPhi translates a MetricsQL function of the form f("label", phi1,
+// ..., phiN, x) (histogram_quantiles, quantiles): one expression per phi,
+// built by one, each labelled label=phi, in one union. last names x in
+// error messages.
+func (t *translator) perPhi(e metricsql.Expr, name string, args []metricsql.Expr, last string, one func(phi *metricsql.NumberExpr, x metricsql.Expr) (parser.Expr, error)) (parser.Expr, error) {
+	text := e.AppendString(nil)
+	if len(args) < 3 {
+		return nil, badData("%s: %s takes a label name, one or more phis and %s", text, name, last)
+	}
+	label, ok := args[0].(*metricsql.StringExpr)
+	if !ok {
+		return nil, badData("%s: the first argument of %s is a label name in quotes", text, name)
+	}
+	var es []parser.Expr
+	for _, a := range args[1 : len(args)-1] {
+		phi, ok := a.(*metricsql.NumberExpr)
+		if !ok {
+			return nil, badData("%s: the phis of %s must be numbers", text, name)
+		}
+		q, err := one(phi, args[len(args)-1])
+		if err != nil {
+			return nil, err
+		}
+		es = append(es, t.internalCall("label_set", q, str(label.S), str(strconv.FormatFloat(phi.N, 'g', -1, 64))))
+	}
+	return t.unionOf(es), nil
 }

@@ -177,6 +177,9 @@ func TestTranslate(t *testing.T) {
 	bad(`label_match(a, "x", "(")`, `label_match`)
 	bad(`timezone_offset("Nowhere/Else")`, `timezone_offset`)
 	bad(`a @ (b + 1)`, `@`)
+	bad(`quantiles("q", a)`, `quantiles takes a label name, one or more phis and the series`)
+	bad(`quantiles(q, 0.5, a)`, `the first argument of quantiles is a label name in quotes`)
+	bad(`histogram_quantiles("q", b, a)`, `the phis of histogram_quantiles must be numbers`)
 	bad(`rate(`, `parse`)
 	if _, err := e.Translate(ctx, `rand()`, start, end, 0); !errors.Is(err, query.ErrUnsupportedFunction) {
 		t.Fatalf("rand: %v does not wrap ErrUnsupportedFunction", err)
