@@ -17,9 +17,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/peakline/peakline/tsdb/remote/remotetest"
 )
 
 // Stateless replicas over a remote engine: the tests below start a real
@@ -42,67 +43,19 @@ type engine struct {
 	noDelete bool
 }
 
-// engineBin returns ./bin/NAME; without it the test is skipped, unless
-// CI is set, where make tools must have built it.
+// engineBin returns ./bin/NAME (see remotetest.Bin).
 func engineBin(t *testing.T, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("bin", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s not built (make tools): %v", p, err)
-		}
-		t.Fatalf("%s not built (make tools): %v", p, err)
-	}
-	return p
+	return remotetest.Bin(t, filepath.Join("bin", name))
 }
 
 // freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+func freeAddr(t *testing.T) string { t.Helper(); return remotetest.FreeAddr(t) }
 
 // startProcess starts an engine and waits until GET readyURL answers 200.
 func startProcess(t *testing.T, bin string, args []string, readyURL string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(readyURL)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready in 30s: %v\n%s", filepath.Base(bin), err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	remotetest.Start(t, bin, args, readyURL)
 }
 
 // startVictoriaMetrics starts a single-node VictoriaMetrics. Its rollup

@@ -1,68 +1,28 @@
 package tsdb
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/peakline/peakline/tsdb/remote/remotetest"
 )
 
 // startEngine runs ../bin/NAME with args (ADDR and DIR replaced) on a
 // free loopback port and returns its base URL once readyPath answers
-// 200. Without the binary (make tools) the test is skipped, unless CI is
-// set.
+// 200 (see remotetest.Engine).
 func startEngine(t *testing.T, name, readyPath string, args ...string) string {
 	t.Helper()
-	bin, _ := filepath.Abs(filepath.Join("..", "bin", name))
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s not built (make tools)", bin)
-		}
-		t.Fatalf("%s not built (make tools): %v", bin, err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	r := strings.NewReplacer("ADDR", addr, "DIR", t.TempDir())
-	for i := range args {
-		args[i] = r.Replace(args[i])
-	}
-	cmd := exec.Command(bin, args...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
-	base := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(base + readyPath)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %v\n%s", name, err, logs.String())
-		}
-	}
+	return remotetest.Engine(t, remotetest.Bin(t, filepath.Join("..", "bin", name)), readyPath, args...)
 }
 
 func openRemoteTest(t *testing.T, base string) *Store {

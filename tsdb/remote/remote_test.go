@@ -1,22 +1,18 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +23,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/peakline/peakline/tsdb/remote/remotetest"
 )
 
 func TestParseTime(t *testing.T) {
@@ -160,54 +158,17 @@ func TestWriteRetries(t *testing.T) {
 	f([]int{500, 422}, 2, ErrRejected)
 }
 
-// engineBin returns ../../bin/NAME (make tools), skipping without it
-// unless CI is set.
+// engineBin returns ../../bin/NAME (see remotetest.Bin).
 func engineBin(t *testing.T, name string) string {
 	t.Helper()
-	p, _ := filepath.Abs(filepath.Join("..", "..", "bin", name))
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s not built (make tools)", p)
-		}
-		t.Fatalf("%s not built (make tools): %v", p, err)
-	}
-	return p
+	return remotetest.Bin(t, filepath.Join("..", "..", "bin", name))
 }
 
 // startEngine runs bin with args (ADDR and DIR replaced) on a free
 // loopback port and returns its base URL once readyPath answers 200.
 func startEngine(t *testing.T, bin, readyPath string, args ...string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dir := t.TempDir()
-	for i, a := range args {
-		args[i] = strings.NewReplacer("ADDR", addr, "DIR", dir).Replace(a)
-	}
-	cmd := exec.Command(bin, args...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
-	base := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(base + readyPath)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %v\n%s", bin, err, logs.String())
-		}
-	}
+	return remotetest.Engine(t, bin, readyPath, args...)
 }
 
 // TestEngines writes series through an Appender and reads them back
