@@ -352,6 +352,20 @@ func groupingStrings(ae *metricsql.AggrFuncExpr) ([]parser.Expr, error) {
 	return out, nil
 }
 
+// aggrSeries translates the series argument ae.Args[i] of a MetricsQL
+// aggregation and renders its grouping modifier as string arguments.
+func (t *translator) aggrSeries(ae *metricsql.AggrFuncExpr, i int) (parser.Expr, []parser.Expr, error) {
+	x, err := t.seriesArg(ae.Args[i])
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := groupingStrings(ae)
+	if err != nil {
+		return nil, nil, err
+	}
+	return x, g, nil
+}
+
 // mqlAggregate translates the MetricsQL aggregations the engine's
 // grammar lacks; ok is false for the rest.
 func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (parser.Expr, bool, error) {
@@ -385,11 +399,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		if err := nargs(1); err != nil {
 			return nil, true, err
 		}
-		x, err := t.seriesArg(ae.Args[0])
-		if err != nil {
-			return nil, true, err
-		}
-		g, err := groupingStrings(ae)
+		x, g, err := t.aggrSeries(ae, 0)
 		if err != nil {
 			return nil, true, err
 		}
@@ -406,11 +416,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		if err != nil {
 			return nil, true, err
 		}
-		x, err := t.seriesArg(ae.Args[1])
-		if err != nil {
-			return nil, true, err
-		}
-		g, err := groupingStrings(ae)
+		x, g, err := t.aggrSeries(ae, 1)
 		if err != nil {
 			return nil, true, err
 		}
@@ -431,7 +437,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		if err != nil {
 			return nil, true, err
 		}
-		x, err := t.seriesArg(ae.Args[1])
+		x, g, err := t.aggrSeries(ae, 1)
 		if err != nil {
 			return nil, true, err
 		}
@@ -450,10 +456,6 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		dir := "top"
 		if rs.bottom {
 			dir = "bottom"
-		}
-		g, err := groupingStrings(ae)
-		if err != nil {
-			return nil, true, err
 		}
 		score := t.internalCall(internalPrefix+"name_back", t.internalCall(rs.score, scoreArgs...))
 		args := append([]parser.Expr{k, x, score, str(remaining), str(dir)}, g...)
@@ -474,11 +476,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 		}
 		args = append(args, pe)
 	}
-	x, err := t.seriesArg(ae.Args[agg.params])
-	if err != nil {
-		return nil, true, err
-	}
-	g, err := groupingStrings(ae)
+	x, g, err := t.aggrSeries(ae, agg.params)
 	if err != nil {
 		return nil, true, err
 	}
