@@ -74,6 +74,12 @@ func (t *translator) wholeRange(inner parser.Expr) *parser.SubqueryExpr {
 	}
 }
 
+// overRange calls the rollup fn (last_over_time: the series present
+// anywhere in the range; max_over_time...) over the whole range of inner.
+func (t *translator) overRange(fn string, inner parser.Expr) *parser.Call {
+	return &parser.Call{Func: parser.Functions[fn], Args: parser.Expressions{t.wholeRange(inner)}}
+}
+
 // seriesArg translates an argument that must be an instant vector;
 // a scalar becomes vector(scalar), as MetricsQL treats numbers as series
 // without labels.
@@ -161,7 +167,7 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		}
 		// The labels common to the series over the whole range.
 		x := t.unionOf(es)
-		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
+		all := t.overRange("last_over_time", x)
 		return t.internalCall(internalPrefix+"drop_common_labels", x, all), true, nil
 	case "limit_offset":
 		if len(fe.Args) != 3 {
@@ -179,7 +185,7 @@ func (t *translator) mqlCall(fe *metricsql.FuncExpr, name string) (out parser.Ex
 		if err != nil {
 			return nil, true, err
 		}
-		all := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
+		all := t.overRange("last_over_time", x)
 		return t.internalCall(internalPrefix+"limit_offset", limit, offset, x, all), true, nil
 	case "prometheus_buckets":
 		if len(fe.Args) != 1 {
@@ -485,7 +491,7 @@ func (t *translator) mqlAggregate(ae *metricsql.AggrFuncExpr, name string) (pars
 	if strings.HasPrefix(name, "outliers_") {
 		// VictoriaMetrics answers the whole series that stray at any
 		// step: those the per-step check flags anywhere in the range.
-		flagged := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
+		flagged := t.overRange("last_over_time", out)
 		out = &parser.BinaryExpr{Op: parser.LAND, LHS: operand(x), RHS: flagged, VectorMatching: &parser.VectorMatching{Card: parser.CardManyToMany}}
 	}
 	return out, true, nil
@@ -508,7 +514,7 @@ func (t *translator) limitGroupsOf(ae *metricsql.AggrFuncExpr, out parser.Expr) 
 	var all parser.Expr = out
 	if !pinnedWithin(out) {
 		defer t.translating("limit " + strconv.Itoa(ae.Limit))()
-		all = &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(out)}}
+		all = t.overRange("last_over_time", out)
 	}
 	return t.internalCall(internalPrefix+"limit", append([]parser.Expr{num(float64(ae.Limit)), out, all}, g...)...), nil
 }
@@ -531,7 +537,7 @@ func checkTimezone(fe *metricsql.FuncExpr) error {
 // leBuckets turns the vmrange buckets of x into le buckets over the
 // whole range (see histogramLE).
 func (t *translator) leBuckets(x parser.Expr) parser.Expr {
-	all := &parser.Call{Func: parser.Functions["max_over_time"], Args: parser.Expressions{t.wholeRange(x)}}
+	all := t.overRange("max_over_time", x)
 	return t.internalCall(internalPrefix+"histogram_le", x, all)
 }
 

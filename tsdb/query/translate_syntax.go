@@ -134,7 +134,7 @@ func (t *translator) mqlBinary(be *metricsql.BinaryOpExpr, op string) (parser.Ex
 	if lhs.Type() != parser.ValueTypeVector {
 		return nil, true, badData("%s: default needs series on its left", be.AppendString(nil))
 	}
-	present := &parser.Call{Func: parser.Functions["last_over_time"], Args: parser.Expressions{t.wholeRange(lhs)}}
+	present := t.overRange("last_over_time", lhs)
 	if rhs.Type() == parser.ValueTypeScalar {
 		return t.internalCall(internalPrefix+"default_scalar", lhs, present, rhs), true, nil
 	}
