@@ -85,10 +85,7 @@ func reduce(f func(vs []float64) float64) promql.FunctionCall {
 	return func(vals []promql.Vector, _ promql.Matrix, args parser.Expressions, enh *promql.EvalNodeHelper) (promql.Vector, annotations.Annotations) {
 		keys, groups := groupingArgs(args, 1).group(vals[0])
 		for i, gr := range groups {
-			vs := make([]float64, len(gr))
-			for j, s := range gr {
-				vs[j] = s.F
-			}
+			vs := valuesOf(gr)
 			if v := f(vs); !math.IsNaN(v) {
 				enh.Out = append(enh.Out, promql.Sample{Metric: keys[i], F: v})
 			}
@@ -228,10 +225,7 @@ func limitk(gr []promql.Sample, p []float64) []promql.Sample {
 // outliersMAD answers the series further from the group's median than
 // tolerance times the group's median absolute deviation.
 func outliersMAD(gr []promql.Sample, p []float64) []promql.Sample {
-	vs := make([]float64, len(gr))
-	for i, s := range gr {
-		vs[i] = s.F
-	}
+	vs := valuesOf(gr)
 	med, dev := quantileOf(0.5, vs), p[0]*madOf(vs)
 	var out []promql.Sample
 	for _, s := range gr {
@@ -245,10 +239,7 @@ func outliersMAD(gr []promql.Sample, p []float64) []promql.Sample {
 // outliersIQR answers the series outside the group's interquartile
 // bounds: below q25 - 1.5*iqr or above q75 + 1.5*iqr.
 func outliersIQR(gr []promql.Sample, _ []float64) []promql.Sample {
-	vs := make([]float64, len(gr))
-	for i, s := range gr {
-		vs[i] = s.F
-	}
+	vs := valuesOf(gr)
 	q25, q75 := quantileOf(0.25, vs), quantileOf(0.75, vs)
 	iqr := 1.5 * (q75 - q25)
 	var out []promql.Sample
@@ -263,10 +254,7 @@ func outliersIQR(gr []promql.Sample, _ []float64) []promql.Sample {
 // medianDist2 answers each series' squared distance from the group's
 // median: outliersk ranks series by its sum over the range.
 func medianDist2(gr []promql.Sample, _ []float64) []promql.Sample {
-	vs := make([]float64, len(gr))
-	for i, s := range gr {
-		vs[i] = s.F
-	}
+	vs := valuesOf(gr)
 	med := quantileOf(0.5, vs)
 	out := make([]promql.Sample, len(gr))
 	for i, s := range gr {
@@ -368,4 +356,13 @@ func limitGroups(vals []promql.Vector, _ promql.Matrix, args parser.Expressions,
 		}
 	}
 	return enh.Out, nil
+}
+
+// valuesOf returns the values of a group's samples, in their order.
+func valuesOf(gr []promql.Sample) []float64 {
+	vs := make([]float64, len(gr))
+	for i, s := range gr {
+		vs[i] = s.F
+	}
+	return vs
 }

@@ -487,18 +487,27 @@ func defaultScalar(vals []promql.Vector, _ promql.Matrix, _ parser.Expressions, 
 	if len(vals[1]) == 0 {
 		return append(enh.Out, promql.Sample{Metric: labels.EmptyLabels(), F: fill}), nil
 	}
-	cur := make(map[uint64]promql.Sample, len(vals[0]))
-	for _, s := range vals[0] {
-		cur[s.Metric.Hash()] = s
+	return fillAbsent(enh.Out, vals[0], vals[1], func(labels.Labels) (float64, bool) { return fill, true }), nil
+}
+
+// fillAbsent appends to out, for each series of present (those over the
+// whole range), its sample in cur (the left operand at this step), or
+// else the value fill gives for its labels, if any.
+func fillAbsent(out, cur, present promql.Vector, fill func(labels.Labels) (float64, bool)) promql.Vector {
+	at := make(map[uint64]promql.Sample, len(cur))
+	for _, s := range cur {
+		at[s.Metric.Hash()] = s
 	}
-	for _, p := range vals[1] {
-		if s, ok := cur[p.Metric.Hash()]; ok {
-			enh.Out = append(enh.Out, s)
+	for _, p := range present {
+		if s, ok := at[p.Metric.Hash()]; ok {
+			out = append(out, s)
 			continue
 		}
-		enh.Out = append(enh.Out, promql.Sample{Metric: p.Metric, F: fill})
+		if v, ok := fill(p.Metric); ok {
+			out = append(out, promql.Sample{Metric: p.Metric, F: v})
+		}
 	}
-	return enh.Out, nil
+	return out
 }
 
 // defaultSeries is defaultScalar with series on the right (args[2]),
@@ -524,20 +533,10 @@ func defaultSeries(vals []promql.Vector, _ promql.Matrix, args parser.Expression
 	for _, s := range vals[2] {
 		right[key(s.Metric)] = s.F
 	}
-	cur := make(map[uint64]promql.Sample, len(vals[0]))
-	for _, s := range vals[0] {
-		cur[s.Metric.Hash()] = s
-	}
-	for _, p := range vals[1] {
-		if s, ok := cur[p.Metric.Hash()]; ok {
-			enh.Out = append(enh.Out, s)
-			continue
-		}
-		if v, ok := right[key(p.Metric)]; ok {
-			enh.Out = append(enh.Out, promql.Sample{Metric: p.Metric, F: v})
-		}
-	}
-	return enh.Out, nil
+	return fillAbsent(enh.Out, vals[0], vals[1], func(ls labels.Labels) (float64, bool) {
+		v, ok := right[key(ls)]
+		return v, ok
+	}), nil
 }
 
 // timezoneOffset answers the offset from UTC of a time zone at each step,
