@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"weak"
 
@@ -129,14 +128,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 
 // historyLast parses last=N.
 func historyLast(v string) (int, error) {
-	if v == "" {
-		return defaultHistoryRuns, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > maxHistoryRuns {
-		return 0, badRequest("last: must be a whole number of runs from 1 to %d, got %q", maxHistoryRuns, v)
-	}
-	return n, nil
+	return countParam("last", v, defaultHistoryRuns, maxHistoryRuns, "whole number of runs")
 }
 
 // historyRun turns a job read in full into a run of its template: every

@@ -169,12 +169,18 @@ func newerJob(a, b tsdb.Span) int {
 }
 
 func jobsLimit(v string) (int, error) {
+	return countParam("limit", v, defaultJobsLimit, maxJobsLimit, "whole number")
+}
+
+// countParam parses the query parameter name, a what (a whole number)
+// from 1 to most; empty, it is def.
+func countParam(name, v string, def, most int, what string) (int, error) {
 	if v == "" {
-		return defaultJobsLimit, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > maxJobsLimit {
-		return 0, badRequest("limit: must be a whole number from 1 to %d, got %q", maxJobsLimit, v)
+	if err != nil || n < 1 || n > most {
+		return 0, badRequest("%s: must be a %s from 1 to %d, got %q", name, what, most, v)
 	}
 	return n, nil
 }
