@@ -53,13 +53,19 @@ func (c *cache) expire(id string) {
 		return
 	}
 	if b, ok := c.born[id]; ok && c.now().Sub(b) >= c.ttl {
-		delete(c.born, id)
-		delete(c.summaries, id)
-		delete(c.spans, id)
-		delete(c.infos, id)
-		if e, ok := c.jobs[id]; ok {
-			c.remove(e)
-		}
+		c.forget(id)
+	}
+}
+
+// forget removes every entry of job id: its decoded job, summary, span
+// and info. c.mu is held.
+func (c *cache) forget(id string) {
+	delete(c.born, id)
+	delete(c.summaries, id)
+	delete(c.spans, id)
+	delete(c.infos, id)
+	if e, ok := c.jobs[id]; ok {
+		c.remove(e)
 	}
 }
 
@@ -178,13 +184,7 @@ func (c *cache) drop(id string) {
 		c.floor = c.epoch
 	}
 	c.dropped[id] = c.epoch
-	delete(c.summaries, id)
-	delete(c.spans, id)
-	delete(c.infos, id)
-	delete(c.born, id)
-	if e, ok := c.jobs[id]; ok {
-		c.remove(e)
-	}
+	c.forget(id)
 }
 
 // info returns the cached info of a job, or on a miss the token to pass
