@@ -211,6 +211,8 @@ func (s *sampler) sampleCPU(stampMs int64) {
 		}
 		pct := float64(u-s.prevCPU) / float64(wall) * 100
 		s.stamp(ansible.ResourceCPU, now, stampMs, max(pct, 0))
+	} else {
+		s.readMs[ansible.ResourceCPU] = now.UnixMilli() // the first interval starts here
 	}
 	s.prevCPU, s.prevWall, s.haveCPU = u, now, true
 }
