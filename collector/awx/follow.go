@@ -164,8 +164,9 @@ func (f *Follower) settle(err error) {
 		delay = f.cfg.Backoff.Delay(f.failures, re.RetryAfter)
 	default:
 		// A refused token, a job AWX does not know or an answer the
-		// client cannot read do not mend in seconds: ask again rarely.
-		delay = f.cfg.Backoff.Delay(maxTries, 0)
+		// client cannot read do not mend in seconds: ask again after
+		// the longest backoff.
+		delay = f.cfg.Backoff.Delay(64, 0)
 	}
 	f.notUntil = f.cfg.Now().Add(max(delay, f.cfg.MinInterval))
 	if f.failures == 1 {
