@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/awx/awxtest"
 )
@@ -38,9 +38,9 @@ func (c *clock) add(d time.Duration) { c.set(c.now().Add(d)) }
 
 // runnerTasks reads the runner tree's tasks as the importer does: the
 // reference the follower's task starts must equal.
-func runnerTasks(t *testing.T, tree string) []collector.Task {
+func runnerTasks(t *testing.T, tree string) []ansible.Task {
 	t.Helper()
-	jobs, err := collector.Read(tree, collector.ReadOptions{})
+	jobs, err := ansible.Read(tree, ansible.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,15 +51,15 @@ func runnerTasks(t *testing.T, tree string) []collector.Task {
 }
 
 // eventTasks makes task starts comparable with the runner's tasks.
-func eventTasks(starts []awx.Event) []collector.Task {
-	out := make([]collector.Task, len(starts))
+func eventTasks(starts []awx.Event) []ansible.Task {
+	out := make([]ansible.Task, len(starts))
 	for i, ev := range starts {
-		out[i] = collector.Task{Counter: ev.Counter, UUID: ev.TaskUUID, Name: ev.Task, StartMs: ev.Created.Round(time.Millisecond).UnixMilli(), Play: ev.Play, Role: ev.Role, Path: ev.TaskPath}
+		out[i] = ansible.Task{Counter: ev.Counter, UUID: ev.TaskUUID, Name: ev.Task, StartMs: ev.Created.Round(time.Millisecond).UnixMilli(), Play: ev.Play, Role: ev.Role, Path: ev.TaskPath}
 	}
 	return out
 }
 
-func stripEnds(tasks []collector.Task) []collector.Task {
+func stripEnds(tasks []ansible.Task) []ansible.Task {
 	out := slices.Clone(tasks)
 	for i := range out {
 		out[i].EndMs = 0

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 var (
@@ -115,6 +117,15 @@ func (e Event) TaskStart() bool {
 		return true
 	}
 	return false
+}
+
+// JobEvent returns the event as the collector's attribution takes it:
+// created rounded to the millisecond, as ansible.ParseCreated does.
+func (e Event) JobEvent() ansible.JobEvent {
+	return ansible.JobEvent{
+		Counter: e.Counter, TimeMs: e.Created.Round(time.Millisecond).UnixMilli(), TaskStart: e.TaskStart(),
+		UUID: e.UUID, TaskUUID: e.TaskUUID, Task: e.Task, Play: e.Play, Role: e.Role, TaskPath: e.TaskPath, Playbook: e.Playbook,
+	}
 }
 
 // EventStats is the event type that ends a playbook run.
