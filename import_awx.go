@@ -68,18 +68,19 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, log *slog.
 }
 
 // setInfo makes the AWX job's metadata the job's info; the --template and
-// --template-name flags still win.
+// --template-name flags still win, and what AWX does not say is kept.
 func (a *awxJob) setInfo(j *ansible.Job, templateFlag, templateNameFlag string) {
-	if templateFlag == "" && a.meta.TemplateID != 0 {
-		j.Info.TemplateID = awx.JobID(a.meta.TemplateID)
+	info := a.meta.Info()
+	if templateFlag == "" && info.TemplateID != "" {
+		j.Info.TemplateID = info.TemplateID
 	}
-	if templateNameFlag == "" && a.meta.TemplateName != "" {
-		j.Info.TemplateName = a.meta.TemplateName
+	if templateNameFlag == "" && info.TemplateName != "" {
+		j.Info.TemplateName = info.TemplateName
 	}
-	if a.meta.Status != "" {
-		j.Info.Status = a.meta.Status
+	if info.Status != "" {
+		j.Info.Status = info.Status
 	}
-	if a.meta.Playbook != "" {
-		j.Info.Playbook = a.meta.Playbook
+	if info.Playbook != "" {
+		j.Info.Playbook = info.Playbook
 	}
 }

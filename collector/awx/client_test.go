@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/awx/awxtest"
 )
@@ -160,6 +161,9 @@ func TestClientJob(t *testing.T) {
 		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true}
 	if got != want || !got.Final() {
 		t.Fatalf("job %+v, want %+v", got, want)
+	}
+	if info := got.Info(); info != (ansible.JobInfo{TemplateID: "7", TemplateName: "perf loops", Status: "successful", Playbook: "loops.yml"}) {
+		t.Fatalf("info %+v", info)
 	}
 	_, err = c.Job(context.Background(), 43)
 	if !errors.Is(err, awx.ErrJobNotFound) || !strings.Contains(err.Error(), "43") {
