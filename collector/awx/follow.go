@@ -213,17 +213,12 @@ func (f *Follower) settle(err error) {
 func (f *Follower) add(evs []Event, finalBefore bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fresh := 0
 	for _, ev := range evs {
-		if ev.Counter <= f.cursor {
-			continue
+		if ev.Counter > f.cursor {
+			f.above[ev.Counter] = ev // a repeat replaces itself
 		}
-		if _, ok := f.above[ev.Counter]; ok {
-			continue
-		}
-		f.above[ev.Counter] = ev
-		fresh++
 	}
+	before := f.cursor
 	f.advance()
 	if len(evs) == 0 {
 		if finalBefore {
@@ -234,13 +229,14 @@ func (f *Follower) add(evs []Event, finalBefore bool) {
 		}
 		f.metaDue = true
 	}
-	if fresh == 0 && len(f.above) > 0 {
-		if f.gapSince.IsZero() {
-			f.gapSince = f.cfg.Now()
-		} else if f.cfg.Now().Sub(f.gapSince) >= f.cfg.GapWait {
-			f.cfg.Log.Warn("awx: passing a hole in the job's event counters", "job", f.id, "after", f.cursor)
-			f.passGap()
-		}
+	switch now := f.cfg.Now(); {
+	case len(f.above) == 0:
+		f.gapSince = time.Time{}
+	case f.gapSince.IsZero() || f.cursor != before:
+		f.gapSince = now // a new hole, at the new position
+	case now.Sub(f.gapSince) >= f.cfg.GapWait:
+		f.cfg.Log.Warn("awx: passing a hole in the job's event counters", "job", f.id, "after", f.cursor)
+		f.passGap()
 	}
 }
 
@@ -254,9 +250,6 @@ func (f *Follower) advance() {
 		delete(f.above, f.cursor+1)
 		f.cursor++
 		f.take(ev)
-	}
-	if len(f.above) == 0 {
-		f.gapSince = time.Time{}
 	}
 }
 

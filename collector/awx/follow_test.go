@@ -469,3 +469,37 @@ func TestFollowerDoneWithoutStatsOnceFinal(t *testing.T) {
 		t.Fatalf("sink got %v, %d completes", got.counters(), got.completes)
 	}
 }
+
+// A hole in a running job's counters is passed GapWait after it was first
+// seen, even while later events keep coming.
+func TestFollowerPassesAHoleWhileEventsFlow(t *testing.T) {
+	c := &clock{t: created(t, 16).Add(-time.Second)}
+	dir := copyEvents(t, func(n int) bool { return n != 13 })
+	var got sink
+	srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{GapWait: 2 * time.Second, Sink: &got})
+	if _, err := poll(t, c, srv, f, 0); err != nil { // metadata
+		t.Fatal(err)
+	}
+	// Events up to 16 (created 04:22:23.536732): a hole at 13.
+	if _, err := poll(t, c, srv, f, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if f.Position() != 12 {
+		t.Fatalf("position %d, want 12", f.Position())
+	}
+	// One second later events up to 26 are there: still waiting.
+	if _, err := poll(t, c, srv, f, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if f.Position() != 12 || !slices.Equal(got.counters(), seq(1, 12)) {
+		t.Fatalf("position %d, sink %v; want 12 while waiting", f.Position(), got.counters())
+	}
+	// Two seconds after the hole was seen it is passed.
+	if _, err := poll(t, c, srv, f, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Concat(seq(1, 12), seq(14, f.Position()))
+	if f.Position() < 26 || !slices.Equal(got.counters(), want) {
+		t.Fatalf("position %d, sink %v", f.Position(), got.counters())
+	}
+}
