@@ -130,7 +130,7 @@ func (t *Tree) Memory() (current, peakSinceLast uint64, err error) {
 		return 0, 0, err
 	}
 	peak := t.memPeak
-	t.memPeak = t.memBytes
+	t.memPeak = 0
 	return t.memBytes, peak, nil
 }
 
@@ -141,7 +141,7 @@ func (t *Tree) PIDs() (current, peakSinceLast uint64, err error) {
 		return 0, 0, err
 	}
 	peak := t.taskPeak
-	t.taskPeak = t.tasks
+	t.taskPeak = 0
 	return t.tasks, peak, nil
 }
 
