@@ -47,7 +47,9 @@ type Tree struct {
 
 	r       fileReader
 	pidBuf  []int
+	gen     uint64
 	snap    map[int]treeProc // this pass's processes
+	cache   map[int]*cachedProc
 	members map[int]member
 	envSeen map[procID]int64 // trusted processes' job ids, read once
 
@@ -70,6 +72,47 @@ type procID struct {
 type treeProc struct {
 	procStat
 	trusted bool
+	full    bool // read now, not taken from the cache
+}
+
+// cachedProc is what a pass keeps of a process that is no member: its
+// parent, identity and whether it is trusted. Once its comm has stayed
+// the same for stableAfter passes it is not read again while it lives.
+type cachedProc struct {
+	gen     uint64
+	start   uint64
+	ppid    int
+	trusted bool
+	comm    string
+	stable  int
+}
+
+// readProc reads a process's stat (and, for a Python interpreter, its
+// cmdline) and updates its cache entry.
+func (t *Tree) readProc(pid int) (treeProc, bool) {
+	b, err := t.r.read(t.procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return treeProc{}, false
+	}
+	st, comm, ok := parseStat(b)
+	if !ok {
+		return treeProc{}, false
+	}
+	c := t.cache[pid]
+	if c != nil && c.start == st.start && c.comm == string(comm) {
+		c.stable++
+		c.ppid = st.ppid
+	} else {
+		c = &cachedProc{start: st.start, ppid: st.ppid, comm: string(comm)}
+		trusted, python := t.rules.trustedComm(comm)
+		if !trusted && python {
+			trusted = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
+		}
+		c.trusted = trusted
+		t.cache[pid] = c
+	}
+	c.gen = t.gen
+	return treeProc{procStat: st, trusted: c.trusted, full: true}, true
 }
 
 type member struct {
@@ -98,6 +141,7 @@ func NewTree(procRoot string, jobID int64, rules Rules) (*Tree, error) {
 	return &Tree{
 		procRoot: procRoot, jobID: jobID, rules: c, pageSize: uint64(os.Getpagesize()),
 		snap: map[int]treeProc{}, members: map[int]member{}, envSeen: map[procID]int64{},
+		cache: map[int]*cachedProc{},
 	}, nil
 }
 
@@ -168,6 +212,7 @@ func (t *Tree) Procs() []int {
 // pass reads /proc once and updates the members and the counters.
 func (t *Tree) pass() error {
 	var err error
+	t.gen++
 	t.pidBuf, err = t.r.pids(t.procRoot, t.pidBuf)
 	if err != nil {
 		return fmt.Errorf("list processes in %q: %w", t.procRoot, err)
@@ -175,21 +220,23 @@ func (t *Tree) pass() error {
 	t.scanned = true
 	clear(t.snap)
 	for _, pid := range t.pidBuf {
-		b, err := t.r.read(t.procRoot + "/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
+		if _, member := t.members[pid]; !member {
+			if c := t.cache[pid]; c != nil && c.stable >= stableAfter {
+				t.snap[pid] = treeProc{procStat: procStat{ppid: c.ppid, start: c.start}, trusted: c.trusted}
+				c.gen = t.gen
+				continue
+			}
+		}
+		p, ok := t.readProc(pid)
+		if !ok {
 			continue // gone between the listing and the read, or not readable
 		}
-		st, comm, ok := parseStat(b)
-		if !ok {
-			continue
-		}
-		p := treeProc{procStat: st}
-		trusted, python := t.rules.trustedComm(comm)
-		if !trusted && python {
-			trusted = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
-		}
-		p.trusted = trusted
 		t.snap[pid] = p
+	}
+	for pid, c := range t.cache {
+		if c.gen != t.gen {
+			delete(t.cache, pid)
+		}
 	}
 
 	// Members that left: count their time unless a member reaps them.
@@ -247,6 +294,15 @@ func (t *Tree) pass() error {
 	t.alive = false
 	for pid, m := range t.members {
 		p := t.snap[pid]
+		if !p.full {
+			// It became a member at this pass (a new root) from the
+			// cache, which keeps no times: read them.
+			var ok bool
+			if p, ok = t.readProc(pid); !ok {
+				delete(t.members, pid)
+				continue
+			}
+		}
 		m.ppid = p.ppid
 		m.ticks = p.utime + p.stime + p.cutime + p.cstime
 		t.members[pid] = m
