@@ -248,7 +248,7 @@ func TestRealV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.Open(jobs[0].Cgroup)
+	c, err := l.Open(ownJobs(jobs, top)[0].Cgroup)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -38,8 +39,10 @@ const clockTick = time.Second / 100
 // Each read looks at /proc afresh when the same read was already made
 // since the last look, so new children count and one sampler tick (CPU,
 // Memory, PIDs) costs one pass over /proc. A member stays one while it
-// lives, even when reparented. Not safe for concurrent use.
+// lives, even when reparented. Safe for concurrent use (a sampler and
+// the caller's Populated check may run at once).
 type Tree struct {
+	mu       sync.Mutex
 	procRoot string
 	jobID    int64
 	rules    *compiled
@@ -148,6 +151,8 @@ func NewTree(procRoot string, jobID int64, rules Rules) (*Tree, error) {
 // JobID is the AWX job id the tree follows.
 func (t *Tree) JobID() int64 { return t.jobID }
 
+// refresh looks at /proc again when read was already made since the
+// last look. The caller holds t.mu.
 func (t *Tree) refresh(read uint8) error {
 	if !t.scanned || t.used&read != 0 {
 		if err := t.pass(); err != nil {
@@ -161,6 +166,8 @@ func (t *Tree) refresh(read uint8) error {
 
 // CPU returns the CPU time the job's processes used (see Tree).
 func (t *Tree) CPU() (time.Duration, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readCPU); err != nil {
 		return 0, err
 	}
@@ -170,6 +177,8 @@ func (t *Tree) CPU() (time.Duration, error) {
 // Memory returns the resident memory of the job's processes in bytes and
 // the highest sum seen since the previous call.
 func (t *Tree) Memory() (current, peakSinceLast uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readMemory); err != nil {
 		return 0, 0, err
 	}
@@ -181,6 +190,8 @@ func (t *Tree) Memory() (current, peakSinceLast uint64, err error) {
 // PIDs returns the number of tasks (threads) of the job's processes and
 // the highest number seen since the previous call.
 func (t *Tree) PIDs() (current, peakSinceLast uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readPIDs); err != nil {
 		return 0, 0, err
 	}
@@ -193,6 +204,8 @@ func (t *Tree) PIDs() (current, peakSinceLast uint64, err error) {
 // Before the first trusted process appears, and after the last one and
 // its descendants are gone, it is false.
 func (t *Tree) Populated() (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readPopulated); err != nil {
 		return false, err
 	}
@@ -201,6 +214,8 @@ func (t *Tree) Populated() (bool, error) {
 
 // Procs returns the members' pids at the last look, ascending.
 func (t *Tree) Procs() []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	pids := make([]int, 0, len(t.members))
 	for pid := range t.members {
 		pids = append(pids, pid)
