@@ -89,6 +89,7 @@ type procState struct {
 	jobID   int64  // from JobIDEnv, 0 if none
 	cid     string // conmon: the container id (-c)
 	cjob    int64  // conmon: the job id from the container name
+	inScope bool   // its cgroup is a container's (by the scope rules)
 	// stable counts the looks that found the same comm; from
 	// stableAfter on, the comm is not read again while the pid lives.
 	stable int
@@ -488,7 +489,7 @@ func (s *Scanner) procPass(inContainer map[int]bool) (roots map[int64][]int, con
 		if p.cid != "" && p.cjob != 0 {
 			conmons[p.cid] = p.cjob
 		}
-		if p.trusted && p.jobID != 0 && !inContainer[pid] {
+		if p.trusted && p.jobID != 0 && !p.inScope && !inContainer[pid] {
 			roots[p.jobID] = append(roots[p.jobID], pid)
 		}
 	}
@@ -519,6 +520,35 @@ func (s *Scanner) learn(pid int, p *procState) {
 	if p.trusted {
 		p.jobID, _ = s.environIDs(pid, false)
 	}
+	if p.jobID != 0 {
+		p.inScope = s.inContainerCgroup(pid)
+	}
+}
+
+// inContainerCgroup reports whether /proc/<pid>/cgroup puts the process
+// in a cgroup a scope rule matches, in any hierarchy: then it belongs to
+// a container job even when Scan has not looked into that container at
+// this poll, and is no process-tree root.
+func (s *Scanner) inContainerCgroup(pid int) bool {
+	b, err := s.r.read(s.procFile(pid, "cgroup"))
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		// "hierarchy-id:controllers:path"
+		parts := bytes.SplitN(line, []byte(":"), 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, elem := range bytes.Split(parts[2], []byte("/")) {
+			for _, rule := range s.rules.scopes {
+				if rule.name.Match(elem) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // conmonArgs finds the container id (-c, --cid) and name (-n, --name) in

@@ -89,6 +89,20 @@ func TestScanReceptorProcessTree(t *testing.T) {
 		{ID: 103, Kind: KindProcessTree, PIDs: []int{950, 951, 955}, Via: ViaEnviron},
 		{ID: 104, Kind: KindProcessTree, PIDs: []int{960}, Via: ViaEnviron},
 	})
+	// A process whose own cgroup is a container's belongs to that
+	// container's job, even before Scan looks into the container.
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/receptor-v2")); err != nil {
+		t.Fatal(err)
+	}
+	cg := "12:pids:/machine.slice/libpod-" + podRootful + ".scope/container\n0::/\n"
+	if err := os.WriteFile(filepath.Join(dir, "proc/960/cgroup"), []byte(cg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ids := jobIDs(scanTree(t, dir, DefaultRules())); !slices.Equal(ids, []int64{103}) {
+		t.Fatalf("with 960 in a container cgroup found %v; want [103]", ids)
+	}
+
 	r := DefaultRules()
 	r.ProcessTree = false
 	if got := scanTree(t, "testdata/receptor-v2", r); len(got) != 0 {
