@@ -40,7 +40,9 @@
 // cgroup_manager = "cgroupfs", where podman gives a container no cgroup
 // (podman's libpod/container_internal_linux.go, getOCICgroupPath: rootless
 // with the cgroupfs manager returns an empty cgroup path), so its jobs
-// share receptor.service's cgroup.
+// share receptor.service's cgroup. Such cgroups are not walked: the
+// jobs in them are found through /proc, and a shared cgroup would measure
+// every job at once.
 //
 // # Default rules and where they come from
 //

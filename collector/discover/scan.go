@@ -196,7 +196,7 @@ func (s *Scanner) Scan() ([]Job, error) {
 		for _, p := range c.pids {
 			inContainer[p] = true
 		}
-		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: c.pids, Via: c.via})
+		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: c.via})
 	}
 
 	if len(pending) > 0 && s.rules.ConmonComm != "" || s.rules.ProcessTree {
@@ -209,7 +209,7 @@ func (s *Scanner) Scan() ([]Job, error) {
 			if id := conmons[f.id]; id != 0 {
 				c := s.containers[f.id]
 				c.jobID, c.via, c.checked = id, ViaConmon, nil
-				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: c.pids, Via: ViaConmon})
+				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: ViaConmon})
 			}
 		}
 		if s.rules.ProcessTree {
