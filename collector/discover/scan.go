@@ -26,6 +26,10 @@ type Job struct {
 	// KindProcessTree: such a job has no cgroup of its own, sample it
 	// with NewTree.
 	Cgroup string
+	// Dir is Cgroup's directory in the hierarchy Scan walked (below
+	// cgroupRoot; on v1 the memory hierarchy's). Empty for
+	// KindProcessTree.
+	Dir string
 	// ContainerID is the container's 64-hex id; empty for
 	// KindProcessTree.
 	ContainerID string
@@ -196,7 +200,7 @@ func (s *Scanner) Scan() ([]Job, error) {
 		for _, p := range c.pids {
 			inContainer[p] = true
 		}
-		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: c.via})
+		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, Dir: f.dir, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: c.via})
 	}
 
 	if len(pending) > 0 && s.rules.ConmonComm != "" || s.rules.ProcessTree {
@@ -209,7 +213,7 @@ func (s *Scanner) Scan() ([]Job, error) {
 			if id := conmons[f.id]; id != 0 {
 				c := s.containers[f.id]
 				c.jobID, c.via, c.checked = id, ViaConmon, nil
-				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: ViaConmon})
+				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, Dir: f.dir, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: ViaConmon})
 			}
 		}
 		if s.rules.ProcessTree {

@@ -56,6 +56,18 @@ func TestScanPodmanV2(t *testing.T) {
 	})
 }
 
+func TestScanDir(t *testing.T) {
+	for _, j := range scanTree(t, "testdata/podman-v2", DefaultRules()) {
+		if want := filepath.Join("testdata/podman-v2/cgroup", j.Cgroup); j.Dir != want {
+			t.Errorf("job %d: Dir = %q; want %q", j.ID, j.Dir, want)
+		}
+	}
+	jobs, err := Scan("testdata/kubernetes-v1", "testdata/receptor-v2/proc", DefaultRules())
+	if err == nil {
+		t.Fatalf("Scan of a missing tree = %+v; want an error", jobs)
+	}
+}
+
 func TestScanKubernetesV2(t *testing.T) {
 	got := scanTree(t, "testdata/kubernetes-v2", DefaultRules())
 	pod := func(qos, uid, id string) string {
