@@ -449,9 +449,8 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follow
 	if cfg.Attach != "" {
 		status = ""
 	}
-	if info := (JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status}); info != (JobInfo{}) {
-		p.batcher.setInfo(info)
-	}
+	// Both ways of collecting sample a cgroup of the job's own.
+	p.batcher.setInfo(JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: MeasuredCgroup})
 	p.sampler = &sampler{
 		stats:     stats,
 		cpuEvery:  cfg.CPUInterval,
