@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the job page screenshot of TestWebPage to docs/job-page.png")
@@ -62,7 +62,7 @@ func TestWebPage(t *testing.T) {
 	now := time.Now().UnixMilli()
 	webIngest(t, srv.URL, webEmptyJob(now-3*3600_000))
 	webIngest(t, srv.URL, webOneSampleJob(now-2*3600_000))
-	for id, measured := range map[string]string{"web-process-tree": collector.MeasuredProcessTree, "web-cgroup": collector.MeasuredCgroup} {
+	for id, measured := range map[string]string{"web-process-tree": ansible.MeasuredProcessTree, "web-cgroup": ansible.MeasuredCgroup} {
 		b := webTinyJob(id, now-4*3600_000)
 		b.JobInfo.Measured = measured
 		webIngest(t, srv.URL, b)
