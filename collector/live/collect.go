@@ -448,7 +448,8 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats Stats, follower *ev
 		events = follower.events
 	}
 	p.session = newSession(SessionConfig{
-		Info:  ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status},
+		// Both ways of collecting sample a cgroup of the job's own.
+		Info:  ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup},
 		Stats: stats, Events: events,
 		PollInterval: cfg.PollInterval, CPUInterval: cfg.CPUInterval, MemoryInterval: cfg.MemoryInterval, PIDsInterval: cfg.PIDsInterval,
 		Settle: tune.settle, FlushInterval: tune.flushEvery,
