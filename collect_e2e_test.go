@@ -71,7 +71,7 @@ const collectPlaybook = `- name: collector end-to-end
 // The allocation task frees its memory a second before it ends: a memory
 // sample carries the kernel's peak since the previous poll, so a peak in
 // the last poll interval of a task would be reported in the next task's
-// first sample (collector/live_sample.go), which this test is not about.
+// first sample (collector/live/sampler.go), which this test is not about.
 //
 // The burn task keeps two CPUs busy: every task also spends about one
 // CPU for a moment starting Ansible's module, so a burn of one CPU would

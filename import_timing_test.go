@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/bench/workload"
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
 )
@@ -27,7 +27,7 @@ func BenchmarkImport(b *testing.B) {
 		b.Run(fmt.Sprintf("samples=%.0e/read", float64(size)), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				jobs, err := collector.Read(tree, collector.ReadOptions{})
+				jobs, err := ansible.Read(tree, ansible.ReadOptions{})
 				if err != nil || len(jobs) != 1 || jobs[0].Samples() != 3*size {
 					b.Fatalf("read: %v", err)
 				}
@@ -46,7 +46,7 @@ func BenchmarkImport(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				jobs, err := collector.Read(tree, collector.ReadOptions{})
+				jobs, err := ansible.Read(tree, ansible.ReadOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

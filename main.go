@@ -35,7 +35,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/peakline/peakline/bench"
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/live"
+	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/query"
@@ -222,7 +224,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 
 func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var dataDir, serverURL, jobID, templateID, templateName string
-	var tc collector.TransportConfig
+	var tc ship.TransportConfig
 	cmd := &cobra.Command{
 		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] PATH...",
 		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
@@ -252,30 +254,30 @@ its status. --job, --template and --template-name override them.`,
 			if (dataDir == "") == (serverURL == "") {
 				return errors.New("--data or --server: give exactly one of them")
 			}
-			var tr *collector.Transport // read the token before the trees: fail fast
+			var tr *ship.Transport // read the token before the trees: fail fast
 			if serverURL != "" {
-				if tr, err = collector.NewTransport(tc, serverURL, logger); err != nil {
+				if tr, err = ship.NewTransport(tc, serverURL, logger); err != nil {
 					return err
 				}
 			}
-			jobs, err := readJobs(cmd.ErrOrStderr(), paths, collector.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName})
+			jobs, err := readJobs(cmd.ErrOrStderr(), paths, ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName})
 			if err != nil {
 				return err
 			}
-			var sink func(context.Context, *collector.Job) (tsdb.AppendResult, error)
+			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)
 			if dataDir != "" {
 				srv, err := server.Open(server.Setup{DataDir: dataDir}, logger, nil)
 				if err != nil {
 					return fmt.Errorf("%w (is a peakline serve using it? then import with --server)", err)
 				}
 				defer srv.Close()
-				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
+				sink = func(ctx context.Context, j *ansible.Job) (tsdb.AppendResult, error) {
 					return ingestJob(ctx, srv, j) // the batches --server would post, through the same ingest
 				}
 			} else {
-				client := &collector.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
-				sink = func(ctx context.Context, j *collector.Job) (tsdb.AppendResult, error) {
-					batches := j.Batches(0)
+				client := &ship.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
+				sink = func(ctx context.Context, j *ansible.Job) (tsdb.AppendResult, error) {
+					batches := ship.Batches(j, 0)
 					bar := newBar(cmd.ErrOrStderr(), len(batches), "posting "+j.ID)
 					defer bar.Finish()
 					for i := range batches {
@@ -283,7 +285,7 @@ its status. --job, --template and --template-name override them.`,
 							logger.Warn("import: server asks to retry", "job", j.ID, "batch", i+1, "wait", wait, "err", err)
 						}
 						if err := client.SendPatiently(ctx, &batches[i], 5*time.Minute, retrying); err != nil {
-							var ae *collector.AuthError
+							var ae *ship.AuthError
 							if errors.As(err, &ae) {
 								return tsdb.AppendResult{}, ae // says all: no batch is taken with this token
 							}
@@ -316,11 +318,11 @@ its status. --job, --template and --template-name override them.`,
 
 // readJobs reads every path before anything is stored, with a progress
 // bar over the files.
-func readJobs(stderr io.Writer, paths []string, opts collector.ReadOptions) ([]*collector.Job, error) {
+func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*ansible.Job, error) {
 	if opts.JobID != "" && len(paths) > 1 {
 		return nil, errors.New("--job: names one job, but several paths were given")
 	}
-	var all []*collector.Job
+	var all []*ansible.Job
 	for _, p := range paths {
 		var bar *progressbar.ProgressBar
 		opts.Progress = func(done, total int) {
@@ -329,7 +331,7 @@ func readJobs(stderr io.Writer, paths []string, opts collector.ReadOptions) ([]*
 			}
 			_ = bar.Set(done)
 		}
-		jobs, err := collector.Read(p, opts)
+		jobs, err := ansible.Read(p, opts)
 		if bar != nil {
 			_ = bar.Finish()
 		}
@@ -363,9 +365,9 @@ func parseHeaders(vals []string) (http.Header, error) {
 
 // ingestJob stores a job read from disk as the ingest batches import
 // --server would post, through the server's own ingest (server.Ingest).
-func ingestJob(ctx context.Context, srv *server.Server, j *collector.Job) (tsdb.AppendResult, error) {
+func ingestJob(ctx context.Context, srv *server.Server, j *ansible.Job) (tsdb.AppendResult, error) {
 	var sum tsdb.AppendResult
-	for i, b := range j.Batches(srv.MaxBatchSamples()) {
+	for i, b := range ship.Batches(j, srv.MaxBatchSamples()) {
 		body, err := json.Marshal(&b)
 		if err != nil {
 			return sum, fmt.Errorf("encode batch %d: %w", i+1, err)
@@ -383,7 +385,7 @@ func ingestJob(ctx context.Context, srv *server.Server, j *collector.Job) (tsdb.
 }
 
 // report prints what an import stored for one job.
-func report(w io.Writer, j *collector.Job, res tsdb.AppendResult) {
+func report(w io.Writer, j *ansible.Job, res tsdb.AppendResult) {
 	perResource := map[string]int{}
 	first, last := int64(0), int64(0)
 	for _, s := range j.Series {
@@ -409,7 +411,7 @@ func report(w io.Writer, j *collector.Job, res tsdb.AppendResult) {
 }
 
 func collectCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
-	var cfg collector.LiveConfig
+	var cfg live.LiveConfig
 	cmd := &cobra.Command{
 		Use:   "collect --server URL [--job ID] [--template ID] [--template-name NAME] -- COMMAND ARGS... | collect --attach CGROUP --job ID",
 		Short: "Sample a command's (or an existing) cgroup and stream it to a server, task by task",
@@ -442,7 +444,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 			cfg.Command = args
 			cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			cfg.Logger = logger
-			code, err := collector.Collect(cmd.Context(), cfg)
+			code, err := live.Collect(cmd.Context(), cfg)
 			if err != nil {
 				logger.Warn("collector", "err", err)
 			}
@@ -471,7 +473,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 }
 
 // clientFlags adds the credential and trust flags of a client of --server.
-func clientFlags(f *pflag.FlagSet, tc *collector.TransportConfig) {
+func clientFlags(f *pflag.FlagSet, tc *ship.TransportConfig) {
 	f.StringVar(&tc.TokenFile, "token-file", "", "file holding the bearer token for --server (read once at start; keep it mode 600)")
 	f.StringVar(&tc.CAFile, "ca-file", "", "PEM CA bundle trusted for --server's certificate, in addition to the system roots")
 	f.StringVar(&tc.CertFile, "cert-file", "", "PEM client certificate for mutual TLS with --server (with --key-file)")
@@ -532,7 +534,7 @@ func queryCommand() *cobra.Command {
 		dataDir, serverURL, at, start, end string
 		step                               time.Duration
 		explain                            bool
-		tc                                 collector.TransportConfig
+		tc                                 ship.TransportConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "query [--data DIR | --server URL] [--time T | --start T --end T --step D] EXPR",
@@ -570,7 +572,7 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 			out := cmd.OutOrStdout()
 			if serverURL != "" {
 				logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-				tr, err := collector.NewTransport(tc, serverURL, logger)
+				tr, err := ship.NewTransport(tc, serverURL, logger)
 				if err != nil {
 					return err
 				}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/tsdb/history"
 )
 
@@ -61,7 +61,7 @@ func regressionsCommand() *cobra.Command {
 		last                     int
 		asJSON                   bool
 		timeout                  time.Duration
-		tc                       collector.TransportConfig
+		tc                       ship.TransportConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "regressions --server URL --template ID [--job ID] [--json] [--last N]",
@@ -89,7 +89,7 @@ runs of the window (serve --regression-factor decides), as a table or
 				return usageError("--last: must be from 4 to 100 runs (a run needs 3 others to be compared), got %d", last)
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			tr, err := collector.NewTransport(tc, serverURL, logger)
+			tr, err := ship.NewTransport(tc, serverURL, logger)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}

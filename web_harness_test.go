@@ -19,7 +19,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/ship"
 )
 
 // --- synthetic jobs, as JSON ingest batches ---
@@ -27,39 +28,39 @@ import (
 func webUUID(i int) string { return fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d", i) }
 
 // webEmptyJob has three tasks and no samples.
-func webEmptyJob(startMs int64) *collector.Batch {
-	b := &collector.Batch{JobID: "web-empty", LastEvent: &collector.Event{Counter: 12, TimeMs: startMs + 9000}}
+func webEmptyJob(startMs int64) *ship.Batch {
+	b := &ship.Batch{JobID: "web-empty", LastEvent: &ansible.Event{Counter: 12, TimeMs: startMs + 9000}}
 	for i := range 3 {
-		b.Tasks = append(b.Tasks, collector.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), StartMs: startMs + int64(i)*3000})
+		b.Tasks = append(b.Tasks, ansible.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), StartMs: startMs + int64(i)*3000})
 	}
 	return b
 }
 
 // webOneSampleJob has one task with one CPU sample.
-func webOneSampleJob(startMs int64) *collector.Batch {
-	return &collector.Batch{
+func webOneSampleJob(startMs int64) *ship.Batch {
+	return &ship.Batch{
 		JobID:     "web-one-sample",
-		Tasks:     []collector.Task{{Counter: 3, UUID: webUUID(1), Name: "the only task", StartMs: startMs}},
-		LastEvent: &collector.Event{Counter: 5, TimeMs: startMs + 2000},
-		Series:    []collector.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", Ts: []int64{startMs + 500}, Vs: []float64{42}}},
+		Tasks:     []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: "the only task", StartMs: startMs}},
+		LastEvent: &ansible.Event{Counter: 5, TimeMs: startMs + 2000},
+		Series:    []ansible.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", Ts: []int64{startMs + 500}, Vs: []float64{42}}},
 	}
 }
 
 // webManyTasksJob has webManyTasks tasks of 400 ms. Each has two CPU
 // samples; every tenth also memory and PIDs samples (the store's cost is
 // per series, one per task and resource); task 7777 holds the memory peak.
-func webManyTasksJob(startMs int64) *collector.Batch {
-	b := &collector.Batch{JobID: "web-many-tasks", LastEvent: &collector.Event{Counter: int64(3 * (webManyTasks + 1)), TimeMs: startMs + webManyTasks*400}}
-	res := map[string][]collector.Series{}
+func webManyTasksJob(startMs int64) *ship.Batch {
+	b := &ship.Batch{JobID: "web-many-tasks", LastEvent: &ansible.Event{Counter: int64(3 * (webManyTasks + 1)), TimeMs: startMs + webManyTasks*400}}
+	res := map[string][]ansible.Series{}
 	for i := range webManyTasks {
 		counter := int64(3 + 3*i)
 		name := fmt.Sprintf("step %05d: configure item", i)
 		start := startMs + int64(i)*400
-		b.Tasks = append(b.Tasks, collector.Task{Counter: counter, UUID: webUUID(i), Name: name, StartMs: start})
+		b.Tasks = append(b.Tasks, ansible.Task{Counter: counter, UUID: webUUID(i), Name: name, StartMs: start})
 		ts := []int64{start + 100, start + 300}
 		wave := float64(i % 97)
 		add := func(r string, vs ...float64) {
-			res[r] = append(res[r], collector.Series{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, Ts: ts, Vs: vs})
+			res[r] = append(res[r], ansible.Series{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, Ts: ts, Vs: vs})
 		}
 		add("cpu", 20+wave, 30+wave/2)
 		if i%10 == 0 || i == 7777 {
@@ -78,19 +79,19 @@ func webManyTasksJob(startMs int64) *collector.Batch {
 }
 
 // webTinyJob has one task with one CPU sample, at startMs.
-func webTinyJob(id string, startMs int64) *collector.Batch {
-	return &collector.Batch{
+func webTinyJob(id string, startMs int64) *ship.Batch {
+	return &ship.Batch{
 		JobID:  id,
-		Tasks:  []collector.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
-		Series: []collector.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}}},
+		Tasks:  []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
+		Series: []ansible.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}}},
 	}
 }
 
 // webLiveJob is running: its newest samples are from nowMs.
-func webLiveJob(nowMs int64) *collector.Batch {
+func webLiveJob(nowMs int64) *ship.Batch {
 	start := nowMs - 20_000
-	b := &collector.Batch{JobID: "web-live", Tasks: []collector.Task{{Counter: 3, UUID: webUUID(1), Name: "still running", StartMs: start}}}
-	s := collector.Series{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
+	b := &ship.Batch{JobID: "web-live", Tasks: []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: "still running", StartMs: start}}}
+	s := ansible.Series{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
 	for ts := start + 250; ts <= nowMs; ts += 250 {
 		s.Ts = append(s.Ts, ts)
 		s.Vs = append(s.Vs, float64(50+ts%40))
@@ -106,10 +107,10 @@ const webBatchSeries = 5000
 // webIngest posts a job to the server's JSON ingest with the collector's
 // client, in batches of at most webBatchSeries series; the first carries
 // the tasks and the last event.
-func webIngest(t *testing.T, base string, b *collector.Batch) {
+func webIngest(t *testing.T, base string, b *ship.Batch) {
 	t.Helper()
-	c := collector.Client{BaseURL: base}
-	part := collector.Batch{JobID: b.JobID, Tasks: b.Tasks, LastEvent: b.LastEvent, JobInfo: b.JobInfo}
+	c := ship.Client{BaseURL: base}
+	part := ship.Batch{JobID: b.JobID, Tasks: b.Tasks, LastEvent: b.LastEvent, JobInfo: b.JobInfo}
 	for from := 0; ; from += webBatchSeries {
 		part.Series = b.Series[from:min(len(b.Series), from+webBatchSeries)]
 		if err := c.Send(context.Background(), &part); err != nil {
@@ -118,7 +119,7 @@ func webIngest(t *testing.T, base string, b *collector.Batch) {
 		if from+webBatchSeries >= len(b.Series) {
 			return
 		}
-		part = collector.Batch{JobID: b.JobID}
+		part = ship.Batch{JobID: b.JobID}
 	}
 }
 

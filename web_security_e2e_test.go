@@ -20,7 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/ship"
 )
 
 // Hostile names: a task whose name is markup that would run a script if
@@ -57,13 +58,13 @@ func TestWebSecurityEscaping(t *testing.T) {
 	srv := webServe(t, webBuild(t), filepath.Join(dir, "data"), "--auth-file", authFile)
 
 	start := time.Now().Add(-time.Hour).UnixMilli()
-	batch := &collector.Batch{
+	batch := &ship.Batch{
 		JobID:     xssJobID,
-		Tasks:     []collector.Task{{Counter: 3, UUID: webUUID(1), Name: xssTask, StartMs: start}},
-		LastEvent: &collector.Event{Counter: 5, TimeMs: start + 4000},
-		Series: []collector.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: xssTask,
+		Tasks:     []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: xssTask, StartMs: start}},
+		LastEvent: &ansible.Event{Counter: 5, TimeMs: start + 4000},
+		Series: []ansible.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: xssTask,
 			Ts: []int64{start + 500, start + 1500, start + 2500}, Vs: []float64{10, 90, 30}}},
-		JobInfo: collector.JobInfo{TemplateID: xssJobID, TemplateName: xssTask},
+		JobInfo: ansible.JobInfo{TemplateID: xssJobID, TemplateName: xssTask},
 	}
 	body, err := json.Marshal(batch)
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/bench/workload"
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -166,7 +167,7 @@ func (r *rwShard) flush() error {
 
 // jsonJob gathers one job's pending JSON batch.
 type jsonJob struct {
-	batch    collector.Batch
+	batch    ship.Batch
 	vmLines  bytes.Buffer
 	pending  int
 	nextTask int
@@ -196,7 +197,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 	jobs := make(map[string]*jsonJob, len(streams))
 	jobShard := map[string]int{}
 	for i, s := range streams {
-		jobs[s.ID] = &jsonJob{batch: collector.Batch{JobID: s.ID}}
+		jobs[s.ID] = &jsonJob{batch: ship.Batch{JobID: s.ID}}
 		jobShard[s.ID] = i % spec.shards
 	}
 	addVM := func(j *jsonJob, labels []prompb.Label, ts []int64, vs []float64) error {
@@ -224,7 +225,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 		sh := jobShard[id]
 		set.plJSON[sh] = append(set.plJSON[sh], gz(b))
 		set.vmJSON[sh] = append(set.vmJSON[sh], gz(j.vmLines.Bytes()))
-		j.batch = collector.Batch{JobID: id}
+		j.batch = ship.Batch{JobID: id}
 		j.vmLines.Reset()
 		j.pending = 0
 		return nil
@@ -236,7 +237,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 			ts, vs := []int64{s.LastEventMs}, []float64{float64(s.LastCounter)}
 			key := s.ID + "/last"
 			rw[shardOf(key, spec.shards)].add(key, ls, ts, vs)
-			j.batch.LastEvent = &collector.Event{Counter: s.LastCounter, TimeMs: s.LastEventMs}
+			j.batch.LastEvent = &ansible.Event{Counter: s.LastCounter, TimeMs: s.LastEventMs}
 			if err := addVM(j, ls, ts, vs); err != nil {
 				return err
 			}
@@ -249,7 +250,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 			ts, vs := []int64{t.StartMs}, []float64{float64(t.Counter)}
 			key := s.ID + "/task/" + t.UUID
 			rw[shardOf(key, spec.shards)].add(key, ls, ts, vs)
-			j.batch.Tasks = append(j.batch.Tasks, collector.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+			j.batch.Tasks = append(j.batch.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
 			if err := addVM(j, ls, ts, vs); err != nil {
 				return err
 			}
@@ -267,7 +268,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 				}
 			}
 			ts, vs := append([]int64(nil), c.Ts...), append([]float64(nil), c.Vs[r]...)
-			j.batch.Series = append(j.batch.Series, collector.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: ts, Vs: vs})
+			j.batch.Series = append(j.batch.Series, ansible.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: ts, Vs: vs})
 			if err := addVM(j, ls, ts, vs); err != nil {
 				return err
 			}

@@ -19,7 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/peakline/peakline/bench/workload"
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/ship"
 )
 
 type soakFlags struct {
@@ -77,7 +78,7 @@ what was sent, duplicates and conflicts from the ingest answers).`,
 type soakJob struct {
 	id         string
 	sent       map[string]int // samples per resource
-	lastEvent  collector.Event
+	lastEvent  ansible.Event
 	duplicates int
 	conflicts  int
 	acked      int // samples the server said it stored
@@ -240,7 +241,7 @@ func (s *soakRun) runJob(ctx context.Context, id string, seed int64) error {
 	startMs := time.Now().UnixMilli()
 	samples := int(s.f.jobLength / (time.Duration(workload.Interval) * time.Millisecond))
 	st := workload.NewStream(id, workload.JobSpec{Tasks: s.f.tasks, SamplesPerResource: samples, StartMs: startMs}, seed)
-	job := &soakJob{id: id, sent: map[string]int{}, lastEvent: collector.Event{Counter: st.LastCounter, TimeMs: st.LastEventMs}}
+	job := &soakJob{id: id, sent: map[string]int{}, lastEvent: ansible.Event{Counter: st.LastCounter, TimeMs: st.LastEventMs}}
 	tick := time.NewTicker(s.f.flush)
 	defer tick.Stop()
 	nextTask, listed := 0, false
@@ -252,16 +253,16 @@ func (s *soakRun) runJob(ctx context.Context, id string, seed int64) error {
 		case <-tick.C:
 		}
 		now := time.Now().UnixMilli()
-		b := collector.Batch{JobID: id}
+		b := ship.Batch{JobID: id}
 		for ; nextTask < len(st.Tasks) && st.Tasks[nextTask].StartMs <= now; nextTask++ {
 			t := st.Tasks[nextTask]
-			b.Tasks = append(b.Tasks, collector.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+			b.Tasks = append(b.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
 		}
 		oldest := int64(-1)
 		for st.NextUntil(&c, 0, now) {
 			t := st.Tasks[c.Task]
 			for r, res := range c.Resources {
-				b.Series = append(b.Series, collector.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name,
+				b.Series = append(b.Series, ansible.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name,
 					Ts: append([]int64(nil), c.Ts...), Vs: append([]float64(nil), c.Vs[r]...)})
 			}
 			if oldest < 0 {
@@ -323,14 +324,14 @@ func (s *soakRun) storeRefs(ctx context.Context, n int) error {
 		start := time.Now().Add(-s.f.jobLength - time.Minute).UnixMilli()
 		st := workload.NewStream(id, workload.JobSpec{Tasks: s.f.tasks, SamplesPerResource: samples, StartMs: start}, s.f.seed-int64(i)-1)
 		j := st.Job()
-		job := &soakJob{id: id, sent: map[string]int{}, lastEvent: collector.Event{Counter: j.LastCounter, TimeMs: j.LastEventMs}}
-		b := collector.Batch{JobID: id, LastEvent: &job.lastEvent}
+		job := &soakJob{id: id, sent: map[string]int{}, lastEvent: ansible.Event{Counter: j.LastCounter, TimeMs: j.LastEventMs}}
+		b := ship.Batch{JobID: id, LastEvent: &job.lastEvent}
 		for _, t := range j.Tasks {
-			b.Tasks = append(b.Tasks, collector.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+			b.Tasks = append(b.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
 		}
 		for _, sr := range j.Series {
 			t := j.Tasks[sr.Task]
-			b.Series = append(b.Series, collector.Series{Resource: sr.Resource, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: sr.Ts, Vs: sr.Vs})
+			b.Series = append(b.Series, ansible.Series{Resource: sr.Resource, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: sr.Ts, Vs: sr.Vs})
 			job.sent[sr.Resource] += len(sr.Ts)
 		}
 		ans, err := s.send(ctx, &b)
@@ -348,7 +349,7 @@ func (s *soakRun) storeRefs(ctx context.Context, n int) error {
 // the job from the decoded-job cache as a live job's batches do, then
 // times its graph.
 func (s *soakRun) refGraph(ctx context.Context, j *soakJob) (float64, error) {
-	if _, err := s.send(ctx, &collector.Batch{JobID: j.id, LastEvent: &j.lastEvent}); err != nil {
+	if _, err := s.send(ctx, &ship.Batch{JobID: j.id, LastEvent: &j.lastEvent}); err != nil {
 		return 0, err
 	}
 	return s.graph(ctx, j.id)
@@ -363,7 +364,7 @@ type ingestAnswer struct {
 
 // send posts a batch as the collector's client does (gzip JSON) and
 // reads the answer, which the client discards.
-func (s *soakRun) send(ctx context.Context, b *collector.Batch) (ingestAnswer, error) {
+func (s *soakRun) send(ctx context.Context, b *ship.Batch) (ingestAnswer, error) {
 	var body bytes.Buffer
 	zw := gzip.NewWriter(&body)
 	if err := json.NewEncoder(zw).Encode(b); err != nil {
@@ -379,7 +380,7 @@ func (s *soakRun) send(ctx context.Context, b *collector.Batch) (ingestAnswer, e
 		data []byte
 	)
 	for try := 0; ; try++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+collector.IngestPath, bytes.NewReader(body.Bytes()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+ship.IngestPath, bytes.NewReader(body.Bytes()))
 		if err != nil {
 			return ingestAnswer{}, err
 		}

@@ -1,23 +1,17 @@
-// Package collector is the client side of Peakline: it turns what Ansible
-// leaves on disk into jobs of per-task resource samples and ships them to a
-// Peakline server as JSON ingest batches.
+// Package collector holds no code: it is the client side of Peakline, which
+// turns what Ansible does into jobs of per-task resource samples and ships
+// them to a Peakline server as JSON ingest batches. Its subpackages, one
+// concern each:
 //
-// It owns:
-//   - the readers of the three on-disk layouts (Read): an ansible-runner
-//     private data dir (artifacts/<ident>/job_events + profiling_data), a
-//     cgroup_perf_recap output dir (ansible-perf-*, CSV or JSON-seq, one file
-//     per resource or per task) and the Tower/AWX playbook_profiling/<job_id>
-//     dir;
-//   - the attribution of every sample to the job-event counter of the task
-//     that was running when it was taken (see Read);
-//   - the wire side: splitting a Job into ingest batches (Job.Batches) and
-//     the HTTP client that posts them (Client);
-//   - the credentials and trust of every client of a server (Transport): a
-//     bearer token read from a file, a CA bundle, a client certificate for
-//     mutual TLS.
+//   - collector/ansible: reading Ansible trees after the fact (`peakline
+//     import`) and the job, task and series shapes everything else uses;
+//     where a job event is parsed.
+//   - collector/live: sampling a running job (`peakline collect`). Where do
+//     a live job's events come from? Its job_events follower.
+//   - collector/ship: how does a batch reach the server? Batches, the HTTP
+//     client and its credentials, the retrying shipper and its spool.
+//   - collector/cgroup: reading and creating Linux cgroups (v1 and v2).
 //
-// It does not own storage, downsampling or serving: it imports no other
-// Peakline package, and the server decodes the batches with its own types.
-// The live cgroup sampler and the job-events follower live in their own
-// files and subpackages.
+// The imports point one way: live uses ansible, ship and cgroup; ship uses
+// ansible; ansible and cgroup use no other Peakline package.
 package collector

@@ -33,7 +33,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/query"
 )
@@ -466,7 +466,7 @@ func loadPeakline(store *tsdb.Store) error {
 	if _, err := store.AppendSeries(ctx, vmSyntheticSeries()); err != nil {
 		return fmt.Errorf("append synthetic series: %w", err)
 	}
-	jobs, err := collector.Read(filepath.Join("..", "..", "testdata", "ansible", "runner-basic"), collector.ReadOptions{})
+	jobs, err := ansible.Read(filepath.Join("..", "..", "testdata", "ansible", "runner-basic"), ansible.ReadOptions{})
 	if err != nil {
 		return fmt.Errorf("read ansible job: %w", err)
 	}

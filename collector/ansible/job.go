@@ -1,0 +1,131 @@
+package ansible
+
+import "errors"
+
+// Resources, in the order a Job's series are sorted. Values are in the
+// stored unit: percent of one CPU (may exceed 100), bytes, process count.
+const (
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+	ResourcePids   = "pids"
+)
+
+// resources lists the resource names by their sort index.
+var resources = [...]string{ResourceCPU, ResourceMemory, ResourcePids}
+
+// Layouts, as reported in Job.Source.
+const (
+	// LayoutRunner is an ansible-runner private data dir:
+	// artifacts/<ident>/job_events/*.json and profiling_data/.
+	LayoutRunner = "runner"
+	// LayoutRecap is a cgroup_perf_recap output dir written by plain
+	// ansible-playbook (often named ansible-perf-<timestamp>).
+	LayoutRecap = "recap"
+	// LayoutAWX is Tower/AWX 8–17's playbook_profiling/<job_id>/ dir.
+	LayoutAWX = "awx"
+)
+
+var (
+	// ErrNoLayout means a path is not one of the layouts Read understands.
+	ErrNoLayout = errors.New("matches no known layout")
+	// ErrBadValue means a sample's timestamp or value is not finite, is
+	// negative or is out of range.
+	ErrBadValue = errors.New("bad sample value")
+	// ErrTruncated means a JSON-seq record ends before its JSON text does,
+	// as when the writer was killed mid-record.
+	ErrTruncated = errors.New("truncated record")
+	// ErrBadEvent means a job event file is not a job event.
+	ErrBadEvent = errors.New("bad job event")
+	// ErrSeveralJobs means ReadOptions.JobID was set for a path holding
+	// more than one job.
+	ErrSeveralJobs = errors.New("path holds several jobs")
+	// ErrUnclaimedFile means a profiling file shared by several runner
+	// idents names a task that no ident's job events name.
+	ErrUnclaimedFile = errors.New("profiling file belongs to no job")
+)
+
+// Job is one Ansible job read from disk: its tasks, its newest job event and
+// its samples, grouped per resource and attributed task.
+type Job struct {
+	// ID is the job id: the runner ident, the recap dir name, the AWX job
+	// id, or ReadOptions.JobID.
+	ID string
+	// Source is the layout the job was read from (LayoutRunner, …).
+	Source string
+	// Tasks are ordered by StartMs, then Counter.
+	Tasks []Task
+	// LastEvent is the job event with the highest counter; nil when the
+	// job has no job events.
+	LastEvent *Event
+	// Series holds one entry per (resource, attributed task), ordered by
+	// resource (cpu, memory, pids), then first timestamp, Counter, UUID.
+	Series []Series
+	// Info is the job's template and AWX identity, from the runner's
+	// env/extravars, artifacts/<ident>/status and job events, or
+	// ReadOptions.
+	Info JobInfo
+}
+
+// JobInfo is the job's AWX job template and how the job ended, as the
+// ingest batch carries them (docs/CONTRACTS.md). Every field is optional.
+type JobInfo struct {
+	TemplateID   string `json:"template_id,omitempty"`
+	TemplateName string `json:"template_name,omitempty"`
+	// Status is ansible-runner's or AWX's: successful, failed, canceled,
+	// timeout, running, error.
+	Status   string `json:"status,omitempty"`
+	Playbook string `json:"playbook,omitempty"`
+}
+
+// Task is one start of an Ansible task (handlers and cleanup tasks too).
+//
+// With job events, Counter is the counter of its playbook_on_task_start
+// event; a task that starts several times (include_tasks in a loop) is
+// several Tasks with distinct counters. Without job events Counter is 0
+// (unknown) and tasks are told apart by UUID.
+type Task struct {
+	Counter int64  `json:"counter"`
+	UUID    string `json:"uuid"`
+	Name    string `json:"name"`
+	// StartMs is the task start in unix milliseconds.
+	StartMs int64 `json:"start"`
+	// Play, Role and Path (event_data.task_path, file:line) identify the
+	// task across runs of a template; "" when the events lack them.
+	Play string `json:"play,omitempty"`
+	Role string `json:"role,omitempty"`
+	Path string `json:"task_path,omitempty"`
+	// EndMs is the next task's start, or for the last task the newest job
+	// event's time or its last sample, whichever is later. It is derived,
+	// so it is not sent: the server derives it the same way.
+	EndMs int64 `json:"-"`
+}
+
+// Event is a job event reduced to what the store keeps: its counter and its
+// created time in unix milliseconds.
+type Event struct {
+	Counter int64 `json:"counter"`
+	TimeMs  int64 `json:"time"`
+}
+
+// Series is the samples of one resource attributed to one task. Ts holds
+// unix milliseconds, strictly increasing; Vs the values in the stored unit;
+// len(Ts) == len(Vs).
+type Series struct {
+	Resource string `json:"resource"`
+	// Counter, UUID and Task identify the task the samples belong to;
+	// Counter is 0 when unknown.
+	Counter int64     `json:"counter"`
+	UUID    string    `json:"uuid"`
+	Task    string    `json:"task"`
+	Ts      []int64   `json:"t"`
+	Vs      []float64 `json:"v"`
+}
+
+// Samples returns the number of samples in all of j's series.
+func (j *Job) Samples() int {
+	n := 0
+	for i := range j.Series {
+		n += len(j.Series[i].Ts)
+	}
+	return n
+}

@@ -1,0 +1,198 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
+
+	"github.com/peakline/peakline/collector/ship"
+)
+
+// batcher holds a live job's samples until the task each belongs to is
+// known, attributes them and hands gzip-encoded ingest batches to send.
+//
+// A sample taken at time t is attributed to the task start with the
+// greatest created time ≤ t. Runner writes an event file shortly after the
+// event, so a sample waits until an event created at or after t was seen,
+// or until it is settle old (a long task writes no events for a while), or
+// the job ended. Samples before the first task start, and all samples of a
+// job without job events, get counter 0 and no task.
+//
+// add is safe for concurrent use with flush.
+type batcher struct {
+	follower   *eventFollower // nil: the job has no job events
+	jobID      func() string  // "" while not decided; batches wait for it
+	settle     time.Duration
+	maxSamples int
+	send       func(body []byte, samples int)
+	log        *slog.Logger
+
+	mu      sync.Mutex
+	pending []liveSample // in time order
+	lastMs  map[string]int64
+	info    ansible.JobInfo
+	newInfo bool // info changed since it was last sent
+
+	// zw is reused across batches: a flate writer allocates about 1 MB.
+	enc ship.Encoder // used by the flushing goroutine only
+}
+
+// add queues a sample. Two samples of one resource never share a
+// millisecond: the store would see two values at one time.
+func (b *batcher) add(s liveSample) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastMs == nil {
+		b.lastMs = map[string]int64{}
+	}
+	if last, ok := b.lastMs[s.resource]; ok && s.ms <= last {
+		s.ms = last + 1
+	}
+	b.lastMs[s.resource] = s.ms
+	b.pending = append(b.pending, s)
+}
+
+// setInfo sets the job's info; the next batch carries it. A playbook
+// already learnt from the job events is kept when info names none.
+func (b *batcher) setInfo(info ansible.JobInfo) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if info.Playbook == "" {
+		info.Playbook = b.info.Playbook
+	}
+	b.info, b.newInfo = info, true
+}
+
+// run flushes every interval until ctx is done.
+func (b *batcher) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			b.flush(now, false)
+		}
+	}
+}
+
+// flush sends the settled samples, or with final all of them, with the
+// tasks and newest event seen since the previous flush. It returns the
+// number of samples sent.
+func (b *batcher) flush(now time.Time, final bool) int {
+	id := b.jobID()
+	if id == "" {
+		return 0
+	}
+	sent := 0
+	for {
+		n, more := b.flushOnce(id, now, final)
+		sent += n
+		if !more {
+			return sent
+		}
+	}
+}
+
+func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more bool) {
+	nowMs := now.UnixMilli()
+	b.mu.Lock()
+	for n < len(b.pending) && n < b.maxSamples {
+		t := b.pending[n].ms
+		if !final && b.follower != nil && !b.follower.settled(t) && nowMs-t < b.settle.Milliseconds() {
+			break
+		}
+		n++
+	}
+	take := b.pending[:n:n]
+	b.pending = b.pending[n:]
+	more = n == b.maxSamples && len(b.pending) > 0
+	var info ansible.JobInfo
+	if b.newInfo {
+		info, b.newInfo = b.info, false
+	}
+	b.mu.Unlock()
+
+	body := ship.Batch{JobID: id, Series: b.attribute(take), JobInfo: info}
+	if b.follower != nil {
+		starts, last, ok := b.follower.takeTasks()
+		for _, s := range starts {
+			body.Tasks = append(body.Tasks, ansible.Task{Counter: s.Counter, UUID: s.TaskUUID, Name: s.Task, StartMs: s.TimeMs, Play: s.Play, Role: s.Role, Path: s.TaskPath})
+		}
+		// The playbook the job events name (as import reads it), sent
+		// with the first batch holding a task that names it.
+		for _, s := range starts {
+			if s.Playbook == "" {
+				continue
+			}
+			b.mu.Lock()
+			if b.info.Playbook == "" {
+				b.info.Playbook = s.Playbook
+				info, b.newInfo = b.info, false
+			}
+			b.mu.Unlock()
+			break
+		}
+		body.JobInfo = info
+		if ok {
+			body.LastEvent = &ansible.Event{Counter: last.Counter, TimeMs: last.TimeMs}
+		}
+	}
+	if len(body.Series) == 0 && len(body.Tasks) == 0 && body.LastEvent == nil && (!final || info == (ansible.JobInfo{})) {
+		if info != (ansible.JobInfo{}) {
+			// Nothing to stamp it with yet: it goes with the next batch
+			// (b.info is this info or a newer one).
+			b.mu.Lock()
+			b.newInfo = true
+			b.mu.Unlock()
+		}
+		return 0, false
+	}
+	enc, err := b.enc.Encode(&body)
+	if err != nil {
+		// Only unencodable values (NaN) get here; the sampler makes none.
+		b.log.Error("cannot encode batch; dropping it", "samples", n, "err", err)
+		return n, more
+	}
+	b.send(enc, n)
+	return n, more
+}
+
+// attribute groups samples into series per (resource, task), keeping the
+// order in which each series first appears.
+func (b *batcher) attribute(samples []liveSample) []ansible.Series {
+	type key struct {
+		resource string
+		counter  int64
+		uuid     string
+	}
+	index := map[key]int{}
+	var series []ansible.Series
+	for _, s := range samples {
+		var start ansible.JobEvent
+		if b.follower != nil {
+			start, _ = b.follower.taskAt(s.ms)
+		}
+		k := key{s.resource, start.Counter, start.TaskUUID}
+		i, ok := index[k]
+		if !ok {
+			i = len(series)
+			index[k] = i
+			series = append(series, ansible.Series{Resource: s.resource, Counter: start.Counter, UUID: start.TaskUUID, Task: start.Task})
+		}
+		series[i].Ts = append(series[i].Ts, s.ms)
+		series[i].Vs = append(series[i].Vs, s.v)
+	}
+	return series
+}
+
+// pendingSamples returns the number of samples not yet flushed.
+func (b *batcher) pendingSamples() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}

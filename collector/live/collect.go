@@ -1,0 +1,522 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/peakline/peakline/collector/cgroup"
+
+	"github.com/peakline/peakline/collector/ansible"
+
+	"github.com/peakline/peakline/collector/ship"
+)
+
+// Environment variables the command gets.
+const (
+	// EnvJobID holds the job id the samples are stored under; it is absent
+	// when the id is not known at start (ansible-runner without --ident
+	// and no --job: the id becomes the ident runner makes up).
+	EnvJobID = "PEAKLINE_JOB_ID"
+	// EnvCgroup holds the job's cgroup directory (on v1 the one in the
+	// memory hierarchy), which `peakline collect --attach` accepts.
+	EnvCgroup = "PEAKLINE_CGROUP"
+)
+
+// ErrNoCommand means LiveConfig has neither a Command nor Attach.
+var ErrNoCommand = errors.New("no command to run and no cgroup to attach to")
+
+// LiveConfig configures Collect. Zero durations and sizes take defaults.
+type LiveConfig struct {
+	// Server is the Peakline server's base URL, e.g. http://host:9090.
+	Server string
+	// JobID is the job id (--job). Default: the ansible-runner ident
+	// (--ident, or the artifacts dir runner makes), else
+	// <hostname>-<UTC start time>-<pid>; the id in use is logged.
+	JobID string
+	// Template is the job template id the server's collection policy is
+	// asked about (--template); "" is the template "default". It is
+	// also sent as the job's template_id.
+	Template string
+	// TemplateName is the job template's name sent with the job
+	// (--template-name).
+	TemplateName string
+	// EventsDir is the job_events directory to follow (--events). By
+	// default `ansible-runner run DIR` commands are recognised and their
+	// artifacts/<ident>/job_events followed; other commands have none and
+	// their samples get counter 0.
+	EventsDir string
+	// Attach is an existing cgroup to sample until it has no process left
+	// (--attach): its directory, or a cgroup path as in /proc/PID/cgroup.
+	// Command must be empty then.
+	Attach string
+	// SpoolDir holds batches the server has not acknowledged (--spool-dir).
+	// Default: <user cache dir>/peakline/spool, else /var/tmp/peakline-spool.
+	SpoolDir string
+	// Ident is the job's ansible-runner ident when the command line does
+	// not carry it: for `ansible-runner run DIR` without --ident, the
+	// artifacts/<Ident> dir to follow instead of the first new one; in any
+	// mode, the job id when JobID is empty.
+	Ident string
+	// PollInterval is the default sampling interval (default 250ms);
+	// CPUInterval, MemoryInterval and PIDsInterval override it per resource.
+	PollInterval, CPUInterval, MemoryInterval, PIDsInterval time.Duration
+	// MaxQueueSamples bounds the samples kept in memory while the server
+	// does not answer; later batches go to SpoolDir (default 100000).
+	MaxQueueSamples int
+	// Command is the command to run, with its arguments.
+	Command []string
+	// Stdin, Stdout, Stderr are the command's streams; nil is /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Logger receives the collector's own log (nil: discarded).
+	Logger *slog.Logger
+	// Transport holds the token, CA bundle and client certificate sent to
+	// Server (--token-file, --ca-file, --cert-file, --key-file).
+	Transport ship.TransportConfig
+}
+
+// liveTuning holds the knobs tests turn; defaultLiveTuning is production.
+type liveTuning struct {
+	cgroupRoot   string        // root of the cgroup tree ("/")
+	settle       time.Duration // longest a sample waits for its task
+	flushEvery   time.Duration // how often settled samples are batched
+	flushTimeout time.Duration // how long the exit waits for the server
+	eventsEvery  time.Duration // how often job_events is listed
+	identWait    time.Duration // how long a job id waits for runner's ident
+	minBackoff   time.Duration
+	maxBackoff   time.Duration
+	client       *http.Client
+	now          func() time.Time
+}
+
+func defaultLiveTuning() liveTuning {
+	return liveTuning{
+		cgroupRoot:   "/",
+		settle:       5 * time.Second,
+		flushEvery:   time.Second,
+		flushTimeout: 10 * time.Second,
+		eventsEvery:  200 * time.Millisecond,
+		identWait:    30 * time.Second,
+		minBackoff:   500 * time.Millisecond,
+		maxBackoff:   30 * time.Second,
+		client:       &http.Client{Timeout: 15 * time.Second},
+		now:          time.Now,
+	}
+}
+
+// Collect runs cfg.Command in a fresh cgroup while sampling its CPU, memory
+// and PIDs, attributes each sample to the Ansible task running at the time
+// (from the job events as they are written) and streams the samples to
+// cfg.Server; or, with cfg.Attach, samples an existing cgroup until it is
+// empty or ctx ends.
+//
+// The collector never makes the job fail: exitCode is always the command's
+// (128+N when signal N ended it; 127 when it cannot be found), whatever
+// happens to collection. err reports the collector's own setup problems
+// (no cgroup, no command found), which were also logged; the command ran
+// regardless when it could. Mistakes in cfg (no command, both Command and
+// Attach, a poll interval under 10ms) run nothing and return 2. With
+// Attach, exitCode is 0, or 1 when the cgroup cannot be opened.
+//
+// Before anything else the server's collection policy is asked
+// (GET /api/v1/settings and /api/v1/templates/{Template}); when it says
+// off, the command runs untouched (no cgroup, no sampling) and that is
+// logged once. When the server cannot be asked within 3s, the collector
+// collects and spools: losing a job's data is worse than storing it
+// unasked, and a server that is down gets the spool later.
+//
+// Samples reach the server in gzip JSON ingest batches about every second;
+// while it is down or slow they queue in memory up to MaxQueueSamples and
+// then in SpoolDir, retried with exponential backoff. At exit the collector
+// waits up to 10s for the server, spools what is left, and the next Collect
+// (any job) resends it. When ctx ends, the command gets SIGTERM and is
+// still waited for.
+//
+// A 401 or 403 answer (cfg.Transport's token refused, or none sent) is
+// logged once as an error; the run sends nothing more and spools every
+// batch, which a later run with an accepted token sends. An unusable
+// cfg.Transport (unreadable or empty token file, bad certificates) runs
+// nothing and returns 2.
+func Collect(ctx context.Context, cfg LiveConfig) (exitCode int, err error) {
+	tune := defaultLiveTuning()
+	if cfg.Server != "" {
+		tr, err := ship.NewTransport(cfg.Transport, cfg.Server, cfg.Logger)
+		if err != nil {
+			return 2, fmt.Errorf("cannot collect: %w", err)
+		}
+		tune.client.Transport = tr
+	}
+	return collectLive(ctx, cfg, tune)
+}
+
+func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "collect")
+	if err := cfg.fillDefaults(); err != nil {
+		return 2, err
+	}
+	if cfg.Attach != "" {
+		return collectAttach(ctx, &cfg, tune, log)
+	}
+	if cfg.Server == "" {
+		log.Error("no server to send samples to (--server); running the command without collection")
+		code, _ := runPlain(ctx, &cfg, log)
+		return code, errors.New("cannot collect: --server is empty")
+	}
+
+	policy, err := fetchPolicy(ctx, tune.client, cfg.Server, cfg.Template)
+	if err != nil {
+		log.Warn("cannot ask the server whether to collect; collecting and spooling", "err", err)
+	} else if ok, reason := decideCollection(policy); !ok {
+		log.Info("not collecting: "+reason+"; running the command untouched", "template", cfg.Template)
+		return runPlain(ctx, &cfg, log)
+	}
+
+	path, err := exec.LookPath(cfg.Command[0])
+	if err != nil {
+		log.Error("cannot find the command", "err", err)
+		return 127, fmt.Errorf("cannot find command %q: %w", cfg.Command[0], err)
+	}
+
+	// Where the job events are, and what the job is called.
+	ids := &liveJobID{id: cfg.JobID, now: tune.now, log: log}
+	ids.deadline = tune.now().Add(tune.identWait)
+	var follower *eventFollower
+	switch ra, isRunner := parseRunnerCommand(cfg.Command); {
+	case cfg.EventsDir != "":
+		follower = newEventFollower(fixedDir(cfg.EventsDir), log)
+		if ids.id == "" {
+			ids.id = cfg.Ident
+		}
+	case isRunner:
+		if ra.ident == "" {
+			ra.ident = cfg.Ident
+		}
+		loc := newRunnerLocator(ra)
+		follower = newEventFollower(loc.locate, log)
+		if ids.id == "" {
+			ids.id = ra.ident
+			ids.ident = loc.identNow
+		}
+	}
+	if ids.id == "" && ids.ident == nil {
+		ids.id = generateJobID(tune.now())
+	}
+	if ids.id != "" {
+		log.Info("collecting", "job", ids.id)
+	}
+
+	layout, err := cgroup.Detect(tune.cgroupRoot)
+	var cg *cgroup.Cgroup
+	if err == nil {
+		if n, err := layout.RemoveStale(staleCgroup); n > 0 || err != nil {
+			log.Info("removed cgroups of collectors that are gone", "cgroups", n, "err", err)
+		}
+		cg, err = layout.Create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), tune.now().UnixMilli()))
+	}
+	if err != nil {
+		log.Error("cannot make a cgroup for the job; running the command without collection", "err", err)
+		code, _ := runPlain(ctx, &cfg, log)
+		return code, fmt.Errorf("cannot collect: %w", err)
+	}
+	defer func() {
+		if err := cg.Remove(); err != nil {
+			log.Warn("cannot remove the job's cgroup", "err", err)
+		}
+	}()
+
+	env := append(os.Environ(), EnvCgroup+"="+cg.Path())
+	if ids.id != "" {
+		env = append(env, EnvJobID+"="+ids.id)
+	}
+	cmd, placeErr, err := startInCgroup(&cfg, path, env, cg, log)
+	if err != nil {
+		log.Error("cannot start the command", "err", err)
+		return 126, err
+	}
+	if placeErr != nil {
+		log.Error("cannot move the command into its cgroup; running it without collection", "err", placeErr)
+		return waitCommand(ctx, cmd, log), fmt.Errorf("cannot collect: %w", placeErr)
+	}
+	log.Debug("command started", "pid", cmd.Process.Pid, "cgroup", cg.Path(), "mode", cg.Mode())
+
+	p := newLivePipeline(&cfg, tune, cg, follower, ids, log)
+	p.start()
+	code := waitCommand(ctx, cmd, log)
+	status := "successful"
+	if code != 0 {
+		status = "failed"
+	}
+	p.batcher.setInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status})
+	p.stop()
+	return code, nil
+}
+
+// collectAttach samples an existing cgroup until it is empty or ctx ends.
+func collectAttach(ctx context.Context, cfg *LiveConfig, tune liveTuning, log *slog.Logger) (int, error) {
+	if cfg.Server == "" {
+		return 2, errors.New("cannot collect: --server is empty")
+	}
+	layout, err := cgroup.Detect(tune.cgroupRoot)
+	var cg *cgroup.Cgroup
+	if err == nil {
+		cg, err = layout.Open(cfg.Attach)
+	}
+	if err != nil {
+		log.Error("cannot attach", "cgroup", cfg.Attach, "err", err)
+		return 1, fmt.Errorf("cannot attach to %q: %w", cfg.Attach, err)
+	}
+	defer cg.Remove() // closes only: the cgroup is not ours
+	ids := &liveJobID{id: cfg.JobID, now: tune.now, log: log}
+	if ids.id == "" {
+		ids.id = cfg.Ident
+	}
+	if ids.id == "" {
+		ids.id = generateJobID(tune.now())
+	}
+	var follower *eventFollower
+	if cfg.EventsDir != "" {
+		follower = newEventFollower(fixedDir(cfg.EventsDir), log)
+	}
+	log.Info("attached", "cgroup", cg.Path(), "job", ids.id)
+	p := newLivePipeline(cfg, tune, cg, follower, ids, log)
+	p.start()
+	t := time.NewTicker(cfg.PollInterval)
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-t.C:
+			if populated, err := cg.Populated(); err != nil || !populated {
+				if err != nil {
+					log.Warn("cannot tell whether the cgroup is empty; stopping", "err", err)
+				}
+				running = false
+			}
+		}
+	}
+	t.Stop()
+	p.stop()
+	return 0, nil
+}
+
+func (cfg *LiveConfig) fillDefaults() error {
+	if cfg.Attach != "" && len(cfg.Command) > 0 {
+		return errors.New("cannot collect: --attach samples an existing cgroup and takes no command")
+	}
+	if cfg.Attach == "" && len(cfg.Command) == 0 {
+		return ErrNoCommand
+	}
+	for name, d := range map[string]time.Duration{
+		"--poll-interval": cfg.PollInterval, "--cpu-poll-interval": cfg.CPUInterval,
+		"--memory-poll-interval": cfg.MemoryInterval, "--pid-poll-interval": cfg.PIDsInterval,
+	} {
+		if d < 0 || (d > 0 && d < 10*time.Millisecond) {
+			return fmt.Errorf("cannot collect: %s %v must be at least 10ms", name, d)
+		}
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	for _, d := range []*time.Duration{&cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval} {
+		if *d == 0 {
+			*d = cfg.PollInterval
+		}
+	}
+	if cfg.MaxQueueSamples <= 0 {
+		cfg.MaxQueueSamples = 100_000
+	}
+	if cfg.SpoolDir == "" {
+		cfg.SpoolDir = ship.DefaultSpoolDir()
+	}
+	return nil
+}
+
+// cgroupPrefix starts the name of a job's cgroup: peakline-<pid>-<unix ms>,
+// the pid being the collector's.
+const cgroupPrefix = "peakline-"
+
+// staleCgroup tells whether a cgroup name is one of a collector process
+// that no longer exists (killed before it removed its cgroup).
+func staleCgroup(name string) bool {
+	rest, ok := strings.CutPrefix(name, cgroupPrefix)
+	if !ok {
+		return false
+	}
+	pidStr, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil || pid <= 0 {
+		return false
+	}
+	// Signal 0 checks that the process exists; EPERM means it does.
+	return syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+// generateJobID makes a job id for a job that has none:
+// <hostname>-<UTC start time>-<pid>, unique on a host.
+func generateJobID(now time.Time) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s-%s-%d", host, now.UTC().Format("20060102T150405Z"), os.Getpid())
+}
+
+// liveJobID decides the job id, which may wait for ansible-runner to name
+// its ident dir. It is safe for concurrent use.
+type liveJobID struct {
+	mu       sync.Mutex
+	id       string
+	ident    func() string // runner's ident once known; nil when id is fixed
+	deadline time.Time     // after it a generated id is used
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+// get returns the id, or "" while it waits for runner's ident.
+func (j *liveJobID) get() string { return j.decide(false) }
+
+// decide returns the id; with force it never waits.
+func (j *liveJobID) decide(force bool) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.id != "" {
+		return j.id
+	}
+	if j.ident == nil {
+		j.id = generateJobID(j.now())
+		return j.id
+	}
+	if id := j.ident(); id != "" {
+		j.id = id
+		j.log.Info("collecting", "job", id, "from", "ansible-runner ident")
+		return id
+	}
+	if force || j.now().After(j.deadline) {
+		j.id = generateJobID(j.now())
+		j.log.Warn("ansible-runner made no ident dir; using a generated job id", "job", j.id)
+	}
+	return j.id
+}
+
+// livePipeline is the running part of a collection: sampler → batcher →
+// shipper, with the events follower beside.
+type livePipeline struct {
+	follower *eventFollower
+	sampler  *sampler
+	batcher  *batcher
+	shipper  *ship.Shipper
+	spool    *ship.Spool // nil: no usable spool directory
+	ids      *liveJobID
+	tune     liveTuning
+	log      *slog.Logger
+
+	sampleStop, batchStop, shipStop context.CancelFunc
+	sampleWG, batchWG               sync.WaitGroup
+	samples                         int
+}
+
+func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follower *eventFollower, ids *liveJobID, log *slog.Logger) *livePipeline {
+	sp, err := ship.OpenSpool(cfg.SpoolDir, tune.now)
+	if err != nil {
+		log.Warn("no spool; batches the server does not take stay in memory", "err", err)
+		sp = nil
+	}
+	p := &livePipeline{follower: follower, ids: ids, tune: tune, log: log, spool: sp}
+	p.shipper = ship.NewShipper(ship.ShipperConfig{
+		Server: cfg.Server, HTTP: tune.client, TokenFile: cfg.Transport.TokenFile, Spool: sp,
+		MaxQueueSamples: cfg.MaxQueueSamples, MinBackoff: tune.minBackoff, MaxBackoff: tune.maxBackoff, Logger: log,
+	})
+	p.batcher = &batcher{
+		follower:   follower,
+		jobID:      ids.get,
+		settle:     tune.settle,
+		maxSamples: 10_000,
+		send:       p.shipper.Enqueue,
+		log:        log,
+	}
+	// An attached cgroup's job ends with no exit code to tell how: it
+	// gets no status.
+	status := "running"
+	if cfg.Attach != "" {
+		status = ""
+	}
+	if info := (ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status}); info != (ansible.JobInfo{}) {
+		p.batcher.setInfo(info)
+	}
+	p.sampler = &sampler{
+		stats:     stats,
+		cpuEvery:  cfg.CPUInterval,
+		memEvery:  cfg.MemoryInterval,
+		pidsEvery: cfg.PIDsInterval,
+		emit:      p.emit,
+		log:       log,
+		now:       tune.now,
+	}
+	return p
+}
+
+func (p *livePipeline) emit(s liveSample) {
+	p.samples++
+	p.batcher.add(s)
+}
+
+// start resends the spool of earlier runs and starts sampling.
+func (p *livePipeline) start() {
+	if n := p.shipper.LoadSpool(); n > 0 {
+		p.log.Info("resending spooled batches", "batches", n)
+	}
+	shipCtx, shipStop := context.WithCancel(context.Background())
+	sampleCtx, sampleStop := context.WithCancel(context.Background())
+	batchCtx, batchStop := context.WithCancel(context.Background())
+	p.shipStop, p.sampleStop, p.batchStop = shipStop, sampleStop, batchStop
+	go p.shipper.Run(shipCtx)
+
+	p.sampler.baseline()
+	p.sampleWG.Add(1)
+	go func() { defer p.sampleWG.Done(); p.sampler.run(sampleCtx) }()
+	if p.follower != nil {
+		p.sampleWG.Add(1)
+		go func() { defer p.sampleWG.Done(); p.follower.run(sampleCtx, p.tune.eventsEvery) }()
+	}
+	p.batchWG.Add(1)
+	go func() { defer p.batchWG.Done(); p.batcher.run(batchCtx, p.tune.flushEvery) }()
+}
+
+// stop takes the last samples and events, sends everything, spools what
+// the server did not take, and logs a summary.
+func (p *livePipeline) stop() {
+	p.sampleStop()
+	p.sampleWG.Wait()
+	p.batchStop()
+	p.batchWG.Wait()
+	p.ids.decide(true)
+	p.batcher.flush(p.tune.now(), true)
+	unsent := p.shipper.Finish(p.shipStop, p.tune.flushTimeout)
+	p.shipStop()
+	s := p.shipper.Stats()
+	args := []any{"job", p.ids.get(), "samples", p.samples, "sent_samples", s.SentSamples, "batches", s.SentBatches}
+	if s.RejectedBatches > 0 {
+		args = append(args, "rejected_batches", s.RejectedBatches, "rejected_samples", s.RejectedSamples)
+	}
+	if unsent > 0 && p.spool != nil {
+		p.log.Warn("the server did not take every batch; they are spooled and the next collect resends them",
+			append(args, "unsent_samples", unsent, "spool", p.spool.Dir())...)
+		return
+	}
+	p.log.Info("collection done", args...)
+}

@@ -1,0 +1,347 @@
+package live
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/peakline/peakline/collector/cgroup"
+
+	"github.com/peakline/peakline/collector/ansible"
+)
+
+// requireCgroups fails the test, saying why, when this host does not let
+// the collector make cgroups; under -short it skips instead.
+func requireCgroups(t *testing.T) {
+	t.Helper()
+	l, err := cgroup.Detect("/")
+	var c *cgroup.Cgroup
+	if err == nil {
+		c, err = l.Create(fmt.Sprintf("peakline-probe-%d", os.Getpid()))
+	}
+	if err != nil {
+		if testing.Short() {
+			t.Skipf("cannot make cgroups here: %v", err)
+		}
+		t.Fatalf("cannot make cgroups here, so the live collector cannot be tested "+
+			"(run as root on cgroup v2 with memory+pids or v1 cpuacct+memory+pids, or pass -short): %v", err)
+	}
+	if err := c.Remove(); err != nil {
+		t.Fatalf("cannot remove a probe cgroup: %v", err)
+	}
+}
+
+// TestCollectRealCommand runs a real job under Collect on this machine:
+// python allocating 100 MiB and burning a CPU for a second, five forked
+// sleeps, exit status 3.
+func TestCollectRealCommand(t *testing.T) {
+	requireCgroups(t)
+	srv := newIngestServer(t)
+	const allocBytes = 100 << 20
+	// Two burners of 1s of CPU time each (not wall time: the host may be
+	// busy), one holding 100 MiB.
+	script := fmt.Sprintf(`echo "cgroup=$%s job=$%s"
+burn='
+import time, sys
+b = b"x" * int(sys.argv[1])
+while time.process_time() < 1.0:
+    pass
+'
+python3 -c "$burn" %d &
+python3 -c "$burn" 0 &
+for i in 1 2 3 4 5; do sleep 1.5 & done
+wait
+times
+exit 3`, EnvCgroup, EnvJobID, allocBytes)
+	var stdout bytes.Buffer
+	cfg := LiveConfig{
+		Server:       srv.url(),
+		JobID:        "real-1",
+		Template:     "7",
+		TemplateName: "deploy-web",
+		SpoolDir:     t.TempDir(),
+		Command:      []string{"sh", "-c", script},
+		Stdout:       &stdout,
+		Stderr:       os.Stderr,
+		Logger:       testLogger(t),
+	}
+	code, err := collectLive(context.Background(), cfg, testTuning())
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if code != 3 {
+		t.Fatalf("exit code %d, want the command's 3", code)
+	}
+	// The template goes with the first batch (running) and the last
+	// (failed: the command's exit code is not 0), not with every batch.
+	srv.mu.Lock()
+	infos := strings.Join(srv.infos, " ")
+	srv.mu.Unlock()
+	if infos != "7/deploy-web/running 7/deploy-web/failed" {
+		t.Errorf("job info sent %q, want 7/deploy-web/running then 7/deploy-web/failed", infos)
+	}
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	cg, job, _ := strings.Cut(strings.TrimPrefix(lines[0], "cgroup="), " job=")
+	// The shell's `times`, last: the user and system CPU time of its
+	// children, what the cgroup counts (python's own process_time leaves
+	// out part of the kernel's work for the 100 MiB, which varies by host).
+	burnt := childrenCPU(t, lines[len(lines)-1])
+	if job != "real-1" || cg == "" {
+		t.Fatalf("command saw %q, want its cgroup and job id real-1", lines[0])
+	}
+	if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("cgroup %s still there after Collect: %v", cg, err)
+	}
+
+	peak := map[string]float64{}
+	n := map[string]int{}
+	got := srv.got()
+	cpuSec := cpuSeconds(got, func(gotSample) bool { return true })
+	for _, s := range got {
+		peak[s.resource] = max(peak[s.resource], s.v)
+		n[s.resource]++
+		if s.counter != 0 || s.job != "real-1" {
+			t.Fatalf("sample %+v: want job real-1, counter 0 (no job events)", s)
+		}
+	}
+	t.Logf("samples %v; peaks: cpu %.1f%%, memory %.1f MiB, pids %.0f; CPU time from the samples %.2fs",
+		n, peak["cpu"], peak["memory"]/(1<<20), peak["pids"], cpuSec)
+	if peak["memory"] < allocBytes {
+		t.Errorf("memory peak %.0f bytes, want ≥ the %d allocated", peak["memory"], allocBytes)
+	}
+	if peak["cpu"] <= 50 {
+		load, _ := os.ReadFile("/proc/loadavg")
+		t.Errorf("cpu peak %.1f%%, want > 50 while two pythons burn (load average %s)", peak["cpu"], bytes.TrimSpace(load))
+	}
+	if cpuSec < 0.9*burnt || cpuSec > 1.5*burnt {
+		t.Errorf("the cpu samples add up to %.2fs of CPU, want about the %.2fs the command's processes used", cpuSec, burnt)
+	}
+	if peak["pids"] < 8 {
+		t.Errorf("pids peak %.0f, want ≥ 8 (sh, 2 pythons, 5 sleeps)", peak["pids"])
+	}
+	for _, r := range []string{"cpu", "memory", "pids"} {
+		if n[r] < 4 {
+			t.Errorf("%d %s samples in ~1.5s at 4 Hz, want ≥ 4", n[r], r)
+		}
+	}
+}
+
+// TestCollectAttach samples a cgroup somebody else made until its last
+// process exits, and leaves the cgroup in place.
+func TestCollectAttach(t *testing.T) {
+	requireCgroups(t)
+	l, err := cgroup.Detect("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := l.Create(fmt.Sprintf("peakline-attach-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	// The shell forks only once it is in the cgroup and reads a line.
+	cmd := exec.Command("sh", "-c", "read go; sleep 1 & sleep 1; wait")
+	gate, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.AddProc(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = gate.Write([]byte("go\n"))
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+
+	srv := newIngestServer(t)
+	cfg := LiveConfig{Server: srv.url(), Attach: cg.Path(), JobID: "attached", SpoolDir: t.TempDir(), Logger: testLogger(t)}
+	code, err := collectLive(context.Background(), cfg, testTuning())
+	if code != 0 || err != nil {
+		t.Fatalf("Collect --attach = %d, %v", code, err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Collect --attach returned while the cgroup still had processes")
+	}
+	if _, err := os.Stat(cg.Path()); err != nil {
+		t.Fatalf("the attached cgroup was removed: %v", err)
+	}
+	maxPids := 0.0
+	for _, s := range srv.got() {
+		if s.resource == ansible.ResourcePids {
+			maxPids = max(maxPids, s.v)
+		}
+	}
+	if maxPids < 2 {
+		t.Fatalf("pids peak %v, want ≥ 2 (sh and a sleep)", maxPids)
+	}
+}
+
+// cpuSeconds adds up the CPU time the cpu samples that keep stand for: each
+// covers the time since the previous cpu sample.
+// childrenCPU parses the second line of sh's `times` ("0m1.39s 0m1.73s":
+// the children's user and system time) into seconds.
+func childrenCPU(t *testing.T, line string) float64 {
+	t.Helper()
+	total := 0.0
+	fields := strings.Fields(line)
+	for _, f := range fields {
+		m, sec, ok := strings.Cut(strings.TrimSuffix(f, "s"), "m")
+		mins, err1 := strconv.ParseFloat(m, 64)
+		secs, err2 := strconv.ParseFloat(sec, 64)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("times printed %q, want the children's user and system time", line)
+		}
+		total += mins*60 + secs
+	}
+	if len(fields) != 2 || total < 1.8 {
+		t.Fatalf("times printed %q: want two times adding up to at least the 2s burnt", line)
+	}
+	return total
+}
+
+func cpuSeconds(samples []gotSample, keep func(gotSample) bool) float64 {
+	var cpu []gotSample
+	for _, s := range samples {
+		if s.resource == ansible.ResourceCPU {
+			cpu = append(cpu, s)
+		}
+	}
+	slices.SortFunc(cpu, func(a, b gotSample) int { return cmp.Compare(a.t, b.t) })
+	sum := 0.0
+	for i := range cpu {
+		if !keep(cpu[i]) {
+			continue
+		}
+		// The first sample covers the poll interval from the command's
+		// start (250 ms by default), the others the time since the last.
+		intervalMs := 250.0
+		if i > 0 {
+			intervalMs = float64(cpu[i].t - cpu[i-1].t)
+		}
+		sum += cpu[i].v / 100 * intervalMs / 1000
+	}
+	return sum
+}
+
+func TestCollectPolicyOffRunsUntouched(t *testing.T) {
+	f := func(settings string, templates map[string]string, template string, wantCollect bool) {
+		t.Helper()
+		srv := newIngestServer(t)
+		srv.settings = settings
+		srv.template = templates
+		var stdout bytes.Buffer
+		cfg := LiveConfig{
+			Server: srv.url(), JobID: "p", Template: template, SpoolDir: t.TempDir(),
+			Command: []string{"sh", "-c", "echo \"[$" + EnvCgroup + "]\"; exit 7"},
+			Stdout:  &stdout, Logger: testLogger(t),
+		}
+		tune := testTuning()
+		tune.cgroupRoot = fakeV1Root(t)
+		code, err := collectLive(context.Background(), cfg, tune)
+		if code != 7 {
+			t.Fatalf("settings %q template %q: exit %d, %v; want 7", settings, template, code, err)
+		}
+		collected := stdout.String() != "[]\n"
+		if collected != wantCollect {
+			t.Fatalf("settings %q template %q: collected %v (output %q), want %v", settings, template, collected, stdout.String(), wantCollect)
+		}
+		if !wantCollect && len(srv.got()) != 0 {
+			t.Fatalf("settings %q template %q: samples sent while collection is off", settings, template)
+		}
+	}
+	f("off", nil, "", false)
+	f("off", map[string]string{"7": "on"}, "7", false)
+	f("all", nil, "", true)
+	f("all", map[string]string{"7": "off"}, "7", false)
+	f("opt-in", nil, "7", false)
+	f("opt-in", map[string]string{"7": "on"}, "7", true)
+	f("", nil, "", true) // no policy endpoint: collect and spool
+}
+
+func TestDecideCollection(t *testing.T) {
+	f := func(system, template string, want bool) {
+		t.Helper()
+		if got, reason := decideCollection(collectionPolicy{system: system, template: template}); got != want {
+			t.Fatalf("decideCollection(%q, %q) = %v (%s), want %v", system, template, got, reason, want)
+		}
+	}
+	f("off", "on", false)
+	f("off", "default", false)
+	f("all", "default", true)
+	f("all", "on", true)
+	f("all", "off", false)
+	f("opt-in", "default", false)
+	f("opt-in", "off", false)
+	f("opt-in", "on", true)
+	f("surprise", "default", true)
+}
+
+func TestCollectKeepsExitCodeWithoutCgroups(t *testing.T) {
+	srv := newIngestServer(t)
+	tune := testTuning()
+	tune.cgroupRoot = t.TempDir() // no mount table: no cgroups
+	cfg := LiveConfig{Server: srv.url(), SpoolDir: t.TempDir(), Command: []string{"sh", "-c", "exit 5"}, Logger: testLogger(t)}
+	code, err := collectLive(context.Background(), cfg, tune)
+	if code != 5 || err == nil {
+		t.Fatalf("Collect = %d, %v; want 5 and the cgroup error", code, err)
+	}
+	cfg.Command = []string{"/nonexistent/command"}
+	if code, err := collectLive(context.Background(), cfg, tune); code != 127 || err == nil {
+		t.Fatalf("missing command: %d, %v; want 127 and an error", code, err)
+	}
+	cfg.Command = nil
+	if _, err := collectLive(context.Background(), cfg, tune); !errors.Is(err, ErrNoCommand) {
+		t.Fatalf("no command: %v, want ErrNoCommand", err)
+	}
+}
+
+// fakeV1Root lays out a fake v1 host whose cgroups accept anything: the
+// command runs through the gate and the sampler reads zeros.
+func fakeV1Root(t *testing.T) string {
+	root := t.TempDir()
+	write := func(rel, content string) {
+		p := root + "/" + rel
+		if err := os.MkdirAll(p[:strings.LastIndex(p, "/")], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("proc/self/mountinfo", `1 0 0:1 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct
+2 0 0:2 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+3 0 0:3 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+`)
+	write("proc/self/cgroup", "3:pids:/\n2:memory:/\n1:cpuacct:/\n")
+	for _, d := range []string{"cpuacct", "memory", "pids"} {
+		write("sys/fs/cgroup/"+d+"/cgroup.procs", "")
+	}
+	return root
+}
+
+func TestStaleCgroup(t *testing.T) {
+	f := func(name string, want bool) {
+		t.Helper()
+		if got := staleCgroup(name); got != want {
+			t.Fatalf("staleCgroup(%q) = %v, want %v", name, got, want)
+		}
+	}
+	f(fmt.Sprintf("peakline-%d-1796013164799", os.Getpid()), false) // alive
+	f("peakline-1-1796013164799", false)                            // init is alive
+	f("peakline-2147483647-1796013164799", true)                    // no such process
+	f("peakline-attach-12", false)
+	f("system.slice", false)
+}

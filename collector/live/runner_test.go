@@ -1,0 +1,142 @@
+package live
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+const runnerPlaybook = `- name: live collector test play
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: burn some cpu
+      ansible.builtin.command:
+        argv: [python3, -c, "import time\nt = time.time()\nwhile time.time() - t < 2: pass"]
+    - name: allocate memory
+      ansible.builtin.command:
+        argv: [python3, -c, "import time\nb = b'x' * (250 << 20)\ntime.sleep(1.5)\ndel b\ntime.sleep(1)"]
+      changed_when: true
+      notify: say goodbye
+    - name: fork a few
+      ansible.builtin.shell: for i in 1 2 3 4 5 6; do sleep 1 & done; wait
+  handlers:
+    - name: say goodbye
+      ansible.builtin.command: sleep 0.5
+`
+
+// runnerRequired tells whether the environment promises ansible-runner:
+// CI=true (set by most CI systems) or PEAKLINE_REQUIRE_RUNNER=1.
+func runnerRequired() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("PEAKLINE_REQUIRE_RUNNER") == "1"
+}
+
+// TestCollectAnsibleRunner runs a real `ansible-runner run` of a small
+// playbook under Collect, without --ident, so the collector must find the
+// artifacts dir runner makes, follow its job events as they are written and
+// attribute each peak to its task.
+func TestCollectAnsibleRunner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ansible-runner for about 10s")
+	}
+	if _, err := exec.LookPath("ansible-runner"); err != nil {
+		msg := "ansible-runner is not installed, so a real playbook under the collector did not run " +
+			"(apt-get install ansible python3-ansible-runner)"
+		if runnerRequired() {
+			t.Fatal(msg + "; CI=true or PEAKLINE_REQUIRE_RUNNER=1 says this environment must have it")
+		}
+		t.Skip(msg + "; set PEAKLINE_REQUIRE_RUNNER=1 to make this a failure")
+	}
+	requireCgroups(t)
+	pdd := t.TempDir()
+	for name, content := range map[string]string{
+		"project/perf.yml": runnerPlaybook,
+		"inventory/hosts":  "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(pdd, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(pdd, name), content)
+	}
+	srv := newIngestServer(t)
+	cfg := LiveConfig{
+		Server:   srv.url(),
+		SpoolDir: t.TempDir(),
+		Command:  []string{"ansible-runner", "run", pdd, "-p", "perf.yml"},
+		Stdout:   t.Output(),
+		Stderr:   t.Output(),
+		Logger:   testLogger(t),
+	}
+	code, err := collectLive(context.Background(), cfg, testTuning())
+	if err != nil || code != 0 {
+		t.Fatalf("Collect = %d, %v", code, err)
+	}
+	idents, _ := os.ReadDir(filepath.Join(pdd, "artifacts"))
+	if len(idents) != 1 {
+		t.Fatalf("artifacts: %v", idents)
+	}
+	ident := idents[0].Name()
+
+	srv.mu.Lock()
+	tasks, last, playbook := srv.tasks, srv.last, srv.playbook
+	srv.mu.Unlock()
+	// The job events name the playbook; the job's info carries it, as
+	// import's does.
+	if playbook != "perf.yml" {
+		t.Errorf("playbook sent %q, want perf.yml", playbook)
+	}
+	byName := map[string]int64{}
+	for c, name := range tasks {
+		byName[name] = c
+	}
+	t.Logf("tasks %v, last event %d", tasks, last)
+	for _, name := range []string{"burn some cpu", "allocate memory", "fork a few", "say goodbye"} {
+		if byName[name] == 0 {
+			t.Fatalf("task %q not sent; got %v", name, tasks)
+		}
+	}
+	type peak struct {
+		v       float64
+		counter int64
+	}
+	peaks := map[string]peak{}
+	perTask := map[int64]int{}
+	taskMax := map[int64]map[string]float64{}
+	for _, s := range srv.got() {
+		if s.job != ident {
+			t.Fatalf("sample of job %q, want the runner ident %q", s.job, ident)
+		}
+		if s.counter != 0 && tasks[s.counter] != s.task {
+			t.Fatalf("sample names task %q for counter %d, the task is %q", s.task, s.counter, tasks[s.counter])
+		}
+		perTask[s.counter]++
+		if taskMax[s.counter] == nil {
+			taskMax[s.counter] = map[string]float64{}
+		}
+		taskMax[s.counter][s.resource] = max(taskMax[s.counter][s.resource], s.v)
+		if s.v > peaks[s.resource].v {
+			peaks[s.resource] = peak{s.v, s.counter}
+		}
+	}
+	t.Logf("job %s: samples per counter %v; peaks: cpu %.1f%% in %q, memory %.1f MiB in %q, pids %.0f in %q",
+		ident, perTask, peaks["cpu"].v, tasks[peaks["cpu"].counter], peaks["memory"].v/(1<<20), tasks[peaks["memory"].counter],
+		peaks["pids"].v, tasks[peaks["pids"].counter])
+	if p := peaks["memory"]; p.counter != byName["allocate memory"] || p.v < 250<<20 {
+		t.Errorf("memory peak %.0f in counter %d, want ≥ 250 MiB in \"allocate memory\" (%d)", p.v, p.counter, byName["allocate memory"])
+	}
+	if p := peaks["pids"]; p.counter != byName["fork a few"] {
+		t.Errorf("pids peak %.0f in counter %d, want it in \"fork a few\" (%d)", p.v, p.counter, byName["fork a few"])
+	}
+	for c, m := range taskMax {
+		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
+	}
+	burnt := cpuSeconds(srv.got(), func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
+	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)
+	// A sample stands for the interval before it, so up to one interval at
+	// each end of the task lands in its neighbours.
+	if burnt < 1.5 {
+		t.Errorf("the samples of \"burn some cpu\" add up to %.2fs of CPU, want ≥ 1.5s", burnt)
+	}
+}

@@ -1,0 +1,15 @@
+// Package ship is how a batch reaches the server: it splits a job into
+// JSON ingest batches (Batch, Batches; docs/CONTRACTS.md), posts them
+// gzip-compressed (Client, Encoder), and, for a collector that runs
+// unattended, queues, retries and spools them (Shipper, Spool) so that a
+// server outage or a restart loses nothing.
+//
+// It owns the credentials and trust of every client of a server
+// (Transport, TransportConfig: a bearer token read from a file, a CA
+// bundle, a client certificate for mutual TLS) and what a refusal means
+// (AuthError, ErrRejected, StatusError).
+//
+// It does not read Ansible trees (collector/ansible, whose Job, Task and
+// Series it sends) or sample anything (collector/live), and the server
+// decodes the batches with its own types.
+package ship
