@@ -18,6 +18,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the job page screenshot of TestWebPage to docs/job-page.png")
@@ -60,6 +62,11 @@ func TestWebPage(t *testing.T) {
 	now := time.Now().UnixMilli()
 	webIngest(t, srv.URL, webEmptyJob(now-3*3600_000))
 	webIngest(t, srv.URL, webOneSampleJob(now-2*3600_000))
+	for id, measured := range map[string]string{"web-process-tree": ansible.MeasuredProcessTree, "web-cgroup": ansible.MeasuredCgroup} {
+		b := webTinyJob(id, now-4*3600_000)
+		b.JobInfo.Measured = measured
+		webIngest(t, srv.URL, b)
+	}
 	lap("imported and served")
 	webIngest(t, srv.URL, webManyTasksJob(now-5*3600_000))
 	lap("ingested the 10,000-task job")
@@ -70,6 +77,7 @@ func TestWebPage(t *testing.T) {
 	t.Run("empty job", func(t *testing.T) { testWebEmptyJob(t, browser, srv.URL) })
 	t.Run("one sample", func(t *testing.T) { testWebOneSample(t, browser, srv.URL) })
 	t.Run("10000 tasks", func(t *testing.T) { testWebManyTasks(t, browser, srv.URL) })
+	t.Run("measured", func(t *testing.T) { testWebMeasured(t, browser, srv.URL) })
 	t.Run("live job", func(t *testing.T) { testWebLiveJob(t, browser, srv.URL) })
 	t.Run("jobs list", func(t *testing.T) { testWebJobsList(t, browser, srv.URL) })
 	t.Run("no events template", func(t *testing.T) { testWebNoTemplate(t, browser, bin) })
@@ -245,7 +253,8 @@ func testWebJobsList(t *testing.T, browser context.Context, base string) {
 	tab.poll(t, `window.peakline && window.peakline.ready`)
 	jobs := webEval[[]string](t, tab, `[...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.job + ' ' + r.querySelector('a').getAttribute('href'))`)
 	want := map[string]bool{"demo2 /jobs/demo2": true, "web-empty /jobs/web-empty": true, "web-one-sample /jobs/web-one-sample": true,
-		"web-many-tasks /jobs/web-many-tasks": true, "web-live /jobs/web-live": true}
+		"web-many-tasks /jobs/web-many-tasks": true, "web-live /jobs/web-live": true,
+		"web-process-tree /jobs/web-process-tree": true, "web-cgroup /jobs/web-cgroup": true}
 	if len(jobs) != len(want) {
 		t.Errorf("jobs list rows = %q, want %d jobs", jobs, len(want))
 	}
@@ -387,6 +396,24 @@ func testWebOneSample(t *testing.T, browser context.Context, base string) {
 	peak := tab.center(t, `.peak[data-resource="cpu"] .peak-dot`)
 	tab.do(t, chromedp.MouseEvent(chromedp.MouseMoved, peak.X, peak.Y))
 	tab.waitText(t, `#chart-tooltip`, "the only task")
+	tab.checkProblems(t)
+}
+
+// testWebMeasured: a job measured from its process tree says so under
+// its title; a cgroup job does not.
+func testWebMeasured(t *testing.T, browser context.Context, base string) {
+	tab := webOpenTab(t, browser)
+	tab.navigate(t, base+"/jobs/web-process-tree")
+	tab.waitLoads(t, 1)
+	got := tab.waitText(t, "#job-measured", "process tree")
+	if want := "Measured from the job's process tree (no cgroup of its own): memory is summed RSS, which counts shared pages once per process; CPU misses processes that exited unreaped."; got != want {
+		t.Errorf("process-tree job note = %q, want %q", got, want)
+	}
+	tab.navigate(t, base+"/jobs/web-cgroup")
+	tab.waitLoads(t, 1)
+	if shown := webEval[bool](t, tab, `!document.getElementById('job-measured').hidden`); shown {
+		t.Errorf("cgroup job shows the measured note %q, want none", webEval[string](t, tab, `document.getElementById('job-measured').textContent`))
+	}
 	tab.checkProblems(t)
 }
 

@@ -62,6 +62,7 @@ func (s *Server) graph(c echo.Context) error {
 		return err
 	}
 	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
+	p.Measured = job.Info.Measured
 	return c.JSON(http.StatusOK, p)
 }
 

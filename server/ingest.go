@@ -34,6 +34,7 @@ type ingestBatch struct {
 	TemplateName string `json:"template_name"`
 	Status       string `json:"status"`
 	Playbook     string `json:"playbook"`
+	Measured     string `json:"measured"` // "cgroup", "process-tree" or ""
 }
 
 type ingestTask struct {
@@ -172,7 +173,7 @@ func checkBatchSize(in *ingestBatch, cfg Config) error {
 }
 
 func toBatch(in *ingestBatch) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: in.JobID, Info: tsdb.JobInfo{TemplateID: in.TemplateID, TemplateName: in.TemplateName, Status: in.Status, Playbook: in.Playbook}}
+	b := &tsdb.Batch{JobID: in.JobID, Info: tsdb.JobInfo{TemplateID: in.TemplateID, TemplateName: in.TemplateName, Status: in.Status, Playbook: in.Playbook, Measured: in.Measured}}
 	for _, t := range in.Tasks {
 		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start, Play: t.Play, Role: t.Role, Path: t.Path})
 	}

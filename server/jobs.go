@@ -28,6 +28,10 @@ type jobEntry struct {
 	TemplateName string `json:"template_name"`
 	Status       string `json:"status"`
 	Playbook     string `json:"playbook"`
+	// Measured is how the samples were measured: "cgroup", "process-tree"
+	// (summed over the job's processes: see tsdb.MeasuredProcessTree) or
+	// "" when the sender did not say.
+	Measured string `json:"measured"`
 	// Error says why a job could not be read (damaged storage); its
 	// other fields are then empty.
 	Error string `json:"error,omitempty"`
@@ -123,7 +127,7 @@ func (s *Server) listJobs(c echo.Context) error {
 		}
 		e := jobEntry{JobID: sp.ID, First: sp.FirstMs, Last: sp.LastMs, Tasks: sum.Tasks,
 			Samples: map[string]int{}, Peaks: map[string]resourcePeak{},
-			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName, Status: sum.Info.Status, Playbook: sum.Info.Playbook}
+			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName, Status: sum.Info.Status, Playbook: sum.Info.Playbook, Measured: sum.Info.Measured}
 		for _, r := range sum.Resources {
 			e.Samples[r.Resource.Name] = r.Samples
 			if r.Samples > 0 {

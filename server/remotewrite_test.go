@@ -310,4 +310,24 @@ func TestRemoteWriteJobInfo(t *testing.T) {
 	if len(runs) != 1 || runs[0].(map[string]any)["job_id"] != "rw7" || runs[0].(map[string]any)["status"] != "successful" || h["template_name"] != "deploy-web" {
 		t.Errorf("history of template 7: %v, want the one run rw7, successful", h)
 	}
+
+	// How the job was measured comes the same way, to the jobs list and
+	// the graph payload; a value other than cgroup or process-tree is a
+	// 400 naming measured.
+	measured := func(val string) *prompb.WriteRequest {
+		return &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{
+			{Name: "__name__", Value: "peakline_job_info"}, {Name: "job_id", Value: "rw7"}, {Name: "measured", Value: val},
+		}, Samples: []prompb.Sample{{Timestamp: firstMs + 2000, Value: 1}}}}}
+	}
+	if code, resp := postWrite(t, env.hs.URL+"/api/v1/write", encodeWrite(t, measured("process tree")), nil); code != 400 || !strings.Contains(resp, `measured must be cgroup or process-tree or empty, got \"process tree\"`) {
+		t.Errorf("remote write of measured=\"process tree\": %d %s, want 400 naming measured", code, resp)
+	}
+	mustWrite(t, env.hs.URL+"/api/v1/write", measured("process-tree"))
+	j = getDoc(t, env.hs.URL+"/api/v1/jobs?template=7").(map[string]any)["jobs"].([]any)[0].(map[string]any)
+	if got := fmt.Sprint(j["job_id"], " ", j["status"], " ", j["measured"]); got != "rw7 successful process-tree" {
+		t.Errorf("job after measured = %q, want rw7 successful process-tree", got)
+	}
+	if g := getDoc(t, env.hs.URL+"/api/v1/jobs/rw7/graph?points=10").(map[string]any); g["measured"] != "process-tree" {
+		t.Errorf("graph of rw7: measured = %v, want process-tree", g["measured"])
+	}
 }

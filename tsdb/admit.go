@@ -187,6 +187,9 @@ func checkLabels(r *row, ls labels.Labels) *Refusal {
 			if v := ls.Get(f.label); len(v) > f.max || checkJobID("", v) != nil {
 				return refuse(ReasonPeaklineLabels, field(), "%s: %s must be at most %d bytes of printable text", ls, f.label, f.max)
 			}
+			if msg := f.checkAllowed(ls.Get(f.label)); msg != "" {
+				return refuse(ReasonPeaklineLabels, field(), "%s: %s %s", ls, f.label, msg)
+			}
 		}
 		return nil
 	}

@@ -118,6 +118,9 @@ func (b *Batch) Validate() error {
 		if err := checkJobID(f.label, *f.val); err != nil {
 			return err
 		}
+		if msg := f.checkAllowed(*f.val); msg != "" {
+			return invalid(f.label, "%s", msg)
+		}
 	}
 	if e := b.LastEvent; e != nil {
 		if e.Counter < 0 {

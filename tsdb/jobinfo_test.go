@@ -151,6 +151,9 @@ func TestValidateInfo(t *testing.T) {
 	f(func(b *Batch) { b.Info.TemplateName = "deploy\x01web" }, "template_name: has a control character (U+0001) at byte 6")
 	f(func(b *Batch) { b.Info.Status = "running\n" }, "status: has a control character (U+000A) at byte 7")
 	f(func(b *Batch) { b.Info.Playbook = "site\u0085.yml" }, "playbook: has a control character (U+0085) at byte 4")
+	f(func(b *Batch) { b.Info.Measured = "cgroups" }, `measured: must be cgroup or process-tree or empty, got "cgroups"`)
+	f(func(b *Batch) { b.Info.Measured = "Cgroup" }, `measured: must be cgroup or process-tree or empty, got "Cgroup"`)
+	f(func(b *Batch) { b.Info.Measured = "process-tree\n" }, "measured: has a control character (U+000A) at byte 12")
 	f(func(b *Batch) { b.Tasks[1].Path = strings.Repeat("p", MaxTaskPathLen+1) }, "tasks[1].task_path")
 	f(func(b *Batch) { b.Tasks[2].Play = strings.Repeat("p", MaxPlayLen+1) }, "tasks[2].play")
 	f(func(b *Batch) { b.Tasks[0].Role = strings.Repeat("r", MaxRoleLen+1) }, "tasks[0].role")
@@ -181,6 +184,62 @@ func TestAppendSeriesJobInfo(t *testing.T) {
 	}
 	if want := (JobInfo{TemplateID: "7", Status: "successful"}); sum.Info != want {
 		t.Errorf("info = %+v, want %+v", sum.Info, want)
+	}
+}
+
+// How a job was measured is stored and read back like the other fields
+// (the newest value wins), by batch and by remote write; a value outside
+// cgroup and process-tree is refused on both paths, naming measured.
+func TestJobInfoMeasured(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	start := time.Now().Add(-time.Hour).UnixMilli()
+	measured := func(id string) string {
+		t.Helper()
+		sum, err := s.Summary(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum.Info.Measured
+	}
+	b := exampleBatch("m1", start)
+	b.Info = JobInfo{TemplateID: "7", Measured: MeasuredProcessTree}
+	if _, err := s.Append(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := measured("m1"); got != "process-tree" {
+		t.Errorf("measured = %q, want process-tree", got)
+	}
+	// A later update without it keeps it; one with it replaces it.
+	if _, err := s.Append(ctx, &Batch{JobID: "m1", LastEvent: &Event{Counter: 12, TimeMs: start + 7000}, Info: JobInfo{Status: "successful"}}); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := s.Summary(ctx, "m1"); err != nil || sum.Info != (JobInfo{TemplateID: "7", Status: "successful", Measured: "process-tree"}) {
+		t.Errorf("after a status update info = %+v (err %v), want template 7, successful, process-tree", sum.Info, err)
+	}
+	if _, err := s.Append(ctx, &Batch{JobID: "m1", LastEvent: &Event{Counter: 12, TimeMs: start + 8000}, Info: JobInfo{Measured: MeasuredCgroup}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := measured("m1"); got != "cgroup" {
+		t.Errorf("measured after an update = %q, want cgroup", got)
+	}
+
+	at := time.Now().UnixMilli()
+	write := func(val string) error {
+		ls := labels.FromStrings(labels.MetricName, MetricJobInfo, LabelJob, "m2", LabelMeasured, val)
+		_, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: ls, Ts: []int64{at}, Vs: []float64{1}}})
+		return err
+	}
+	for _, bad := range []string{"cgroupfs", "process tree", "proc"} {
+		if err := write(bad); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `measured must be cgroup or process-tree or empty, got "`+bad+`"`) {
+			t.Errorf("AppendSeries of measured=%q: %v, want a refusal naming measured", bad, err)
+		}
+	}
+	if err := write("process-tree"); err != nil {
+		t.Fatal(err)
+	}
+	if got := measured("m2"); got != "process-tree" {
+		t.Errorf("measured by remote write = %q, want process-tree", got)
 	}
 }
 

@@ -265,8 +265,8 @@ const expMask = 0x7ff0000000000000 // exponent bits of a float64
 // (by time, then value: the store's clock when written) that sets it.
 type infoAcc struct {
 	info            JobInfo
-	at              [4][2]float64 // per field: time, value of the sample that set it
-	set             [4]bool
+	at              [numInfoFields][2]float64 // per field: time, value of the sample that set it
+	set             [numInfoFields]bool
 	firstMs, lastMs int64
 	seen            bool
 }

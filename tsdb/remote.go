@@ -150,7 +150,7 @@ var schemaLabels = map[string]bool{
 	// A task's identity across runs of a template, and the job info
 	// series (the job's template and AWX fields).
 	"play": true, "role": true, "task_path": true,
-	"template_id": true, "template_name": true, "status": true, "playbook": true,
+	"template_id": true, "template_name": true, "status": true, "playbook": true, "measured": true,
 }
 
 // schemaOnly drops labels outside schemaLabels from a Peakline series.

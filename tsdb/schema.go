@@ -2,7 +2,9 @@ package tsdb
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -39,6 +41,19 @@ const (
 	LabelTemplateName = "template_name"
 	LabelStatus       = "status"
 	LabelPlaybook     = "playbook"
+	LabelMeasured     = "measured"
+)
+
+// Values of JobInfo.Measured: how a job's samples were measured.
+const (
+	// MeasuredCgroup: from the job's own cgroup (collect, or the agent
+	// when the job's container has a cgroup of its own).
+	MeasuredCgroup = "cgroup"
+	// MeasuredProcessTree: the job had no cgroup of its own; the samples
+	// are sums over its process tree read from /proc. Memory is then the
+	// summed RSS, which counts pages its processes share once per
+	// process, and CPU misses processes that exited unreaped.
+	MeasuredProcessTree = "process-tree"
 )
 
 // Resource is one measured quantity of a job.
@@ -89,6 +104,7 @@ const (
 	MaxTemplateNameLen = 512 // AWX's own limit of a template name
 	MaxStatusLen       = 32
 	MaxPlaybookLen     = 1024
+	MaxMeasuredLen     = 32
 )
 
 // taskLabels builds the label set of a series of a task.
@@ -129,6 +145,9 @@ type JobInfo struct {
 	TemplateName string // e.g. "deploy-web"
 	Status       string // AWX/ansible-runner status: "successful", "failed", "running", …
 	Playbook     string // e.g. "site.yml"
+	// Measured is how the samples were measured: MeasuredCgroup or
+	// MeasuredProcessTree ("" not said; no other value is stored).
+	Measured string
 }
 
 // IsZero reports whether no field is set.
@@ -137,7 +156,7 @@ func (i JobInfo) IsZero() bool { return i == JobInfo{} }
 // jobInfoLabels builds the label set of a job-info sample; empty fields
 // are left out.
 func jobInfoLabels(jobID string, info JobInfo) labels.Labels {
-	b := labels.NewScratchBuilder(6)
+	b := labels.NewScratchBuilder(2 + numInfoFields)
 	b.Add(labels.MetricName, MetricJobInfo)
 	b.Add(LabelJob, jobID)
 	for _, f := range infoFields(&info) {
@@ -150,21 +169,39 @@ func jobInfoLabels(jobID string, info JobInfo) labels.Labels {
 }
 
 // infoField is one field of JobInfo: its label (also its name in the
-// ingest batch), its length limit and where it is held.
+// ingest batch), its length limit, the values it may take besides ""
+// (nil: any printable text) and where it is held.
 type infoField struct {
-	label string
-	max   int
-	val   *string
+	label   string
+	max     int
+	allowed []string
+	val     *string
 }
 
+// numInfoFields is the number of fields of JobInfo.
+const numInfoFields = 5
+
+// measuredValues are the values JobInfo.Measured may take besides "".
+var measuredValues = []string{MeasuredCgroup, MeasuredProcessTree}
+
 // infoFields lists the fields of info, in one place for writes and reads.
-func infoFields(info *JobInfo) [4]infoField {
-	return [4]infoField{
-		{LabelTemplateID, MaxTemplateIDLen, &info.TemplateID},
-		{LabelTemplateName, MaxTemplateNameLen, &info.TemplateName},
-		{LabelStatus, MaxStatusLen, &info.Status},
-		{LabelPlaybook, MaxPlaybookLen, &info.Playbook},
+func infoFields(info *JobInfo) [numInfoFields]infoField {
+	return [numInfoFields]infoField{
+		{LabelTemplateID, MaxTemplateIDLen, nil, &info.TemplateID},
+		{LabelTemplateName, MaxTemplateNameLen, nil, &info.TemplateName},
+		{LabelStatus, MaxStatusLen, nil, &info.Status},
+		{LabelPlaybook, MaxPlaybookLen, nil, &info.Playbook},
+		{LabelMeasured, MaxMeasuredLen, measuredValues, &info.Measured},
 	}
+}
+
+// checkAllowed returns a description of what f may hold when v is
+// neither "" nor one of its allowed values, else "".
+func (f infoField) checkAllowed(v string) string {
+	if v == "" || f.allowed == nil || slices.Contains(f.allowed, v) {
+		return ""
+	}
+	return fmt.Sprintf("must be %s or empty, got %q", strings.Join(f.allowed, " or "), v)
 }
 
 // taskKey identifies a task of a job: the counter of its start event, and

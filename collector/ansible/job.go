@@ -75,7 +75,16 @@ type JobInfo struct {
 	// timeout, running, error.
 	Status   string `json:"status,omitempty"`
 	Playbook string `json:"playbook,omitempty"`
+	// Measured is how the samples were measured: MeasuredCgroup,
+	// MeasuredProcessTree or "" (not said).
+	Measured string `json:"measured,omitempty"`
 }
+
+// Values of JobInfo.Measured (the server refuses any other).
+const (
+	MeasuredCgroup      = "cgroup"       // the job's own cgroup
+	MeasuredProcessTree = "process-tree" // sums over the job's processes from /proc: it had no cgroup of its own
+)
 
 // Task is one start of an Ansible task (handlers and cleanup tasks too).
 //

@@ -56,12 +56,16 @@ func (b *batcher) add(s liveSample) {
 }
 
 // setInfo sets the job's info; the next batch carries it. A playbook
-// already learnt from the job events is kept when info names none.
+// already learnt from the job events, and how the job is measured, are
+// kept when info names none.
 func (b *batcher) setInfo(info ansible.JobInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if info.Playbook == "" {
 		info.Playbook = b.info.Playbook
+	}
+	if info.Measured == "" {
+		info.Measured = b.info.Measured
 	}
 	b.info, b.newInfo = info, true
 }

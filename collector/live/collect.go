@@ -455,9 +455,8 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follow
 	if cfg.Attach != "" {
 		status = ""
 	}
-	if info := (ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status}); info != (ansible.JobInfo{}) {
-		p.batcher.setInfo(info)
-	}
+	// Both ways of collecting sample a cgroup of the job's own.
+	p.batcher.setInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup})
 	p.sampler = &sampler{
 		stats:     stats,
 		cpuEvery:  cfg.CPUInterval,

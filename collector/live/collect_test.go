@@ -81,12 +81,13 @@ exit 3`, EnvCgroup, EnvJobID, allocBytes)
 		t.Fatalf("exit code %d, want the command's 3", code)
 	}
 	// The template goes with the first batch (running) and the last
-	// (failed: the command's exit code is not 0), not with every batch.
+	// (failed: the command's exit code is not 0), not with every batch;
+	// both say the job was measured in its own cgroup.
 	srv.mu.Lock()
 	infos := strings.Join(srv.infos, " ")
 	srv.mu.Unlock()
-	if infos != "7/deploy-web/running 7/deploy-web/failed" {
-		t.Errorf("job info sent %q, want 7/deploy-web/running then 7/deploy-web/failed", infos)
+	if infos != "7/deploy-web/running/cgroup 7/deploy-web/failed/cgroup" {
+		t.Errorf("job info sent %q, want 7/deploy-web/running/cgroup then 7/deploy-web/failed/cgroup", infos)
 	}
 
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
@@ -186,6 +187,13 @@ func TestCollectAttach(t *testing.T) {
 	}
 	if maxPids < 2 {
 		t.Fatalf("pids peak %v, want ≥ 2 (sh and a sleep)", maxPids)
+	}
+	// An attached job has no status to tell, only how it was measured.
+	srv.mu.Lock()
+	infos := strings.Join(srv.infos, " ")
+	srv.mu.Unlock()
+	if infos != "///cgroup" {
+		t.Errorf("job info sent %q, want one batch with measured cgroup only", infos)
 	}
 }
 

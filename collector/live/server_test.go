@@ -51,6 +51,7 @@ type ingestBody struct {
 	TemplateName string `json:"template_name"`
 	Status       string `json:"status"`
 	Playbook     string `json:"playbook"`
+	Measured     string `json:"measured"`
 }
 
 // ingestServer is a Peakline server stand-in: policy endpoints and ingest.
@@ -65,7 +66,7 @@ type ingestServer struct {
 	samples  []gotSample
 	tasks    map[int64]string // counter → name
 	last     int64            // newest last_event counter
-	infos    []string         // template_id/template_name/status of the batches carrying any
+	infos    []string         // template_id/template_name/status/measured of the batches carrying any
 	playbook string           // the newest playbook a batch named
 	posts    map[string]int   // answers given, by state
 	srv      *http.Server
@@ -164,8 +165,8 @@ func (s *ingestServer) ingest(w http.ResponseWriter, r *http.Request) {
 	if b.Playbook != "" {
 		s.playbook = b.Playbook
 	}
-	if b.TemplateID != "" || b.TemplateName != "" || b.Status != "" {
-		s.infos = append(s.infos, b.TemplateID+"/"+b.TemplateName+"/"+b.Status)
+	if b.TemplateID != "" || b.TemplateName != "" || b.Status != "" || b.Measured != "" {
+		s.infos = append(s.infos, b.TemplateID+"/"+b.TemplateName+"/"+b.Status+"/"+b.Measured)
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"job_id": b.JobID, "samples": n, "tasks": len(b.Tasks)})
 }

@@ -42,6 +42,7 @@ type ingestBody struct {
 	TemplateName string `json:"template_name"`
 	Status       string `json:"status"`
 	Playbook     string `json:"playbook"`
+	Measured     string `json:"measured"`
 }
 
 // fakeIngest decodes batches as a server would and keeps them.

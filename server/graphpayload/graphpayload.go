@@ -81,6 +81,10 @@ type Payload struct {
 	// runs. BuildGraph leaves them empty: the server fills them in.
 	TemplateID   string `json:"template_id,omitempty"`
 	TemplateName string `json:"template_name,omitempty"`
+	// Measured is how the samples were measured, when the sender said:
+	// "cgroup" or "process-tree" (sums over the job's processes; the job
+	// page notes it). The server fills it in.
+	Measured string `json:"measured,omitempty"`
 }
 
 // SeriesPlot is the downsampled line of one resource.

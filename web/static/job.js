@@ -277,10 +277,22 @@ function renderHeader(p, live) {
     `up to ${fmtCount(state.points)} points per chart (${p.algorithm})`,
   ];
   $('job-meta').textContent = parts.join(' · ');
+  renderMeasured(p.measured);
   $('window-label').textContent = zoomed()
     ? `Window ${fmtClock(p.from, true)} – ${fmtClock(p.to, true)} (${fmtDuration(p.to - p.from)}) of the job`
     : 'Whole job';
   document.title = `Job ${jobId} · Peakline`;
+}
+
+// renderMeasured notes a job measured from its process tree (it had no
+// cgroup of its own): its numbers are sums over its processes, which
+// read differently from a cgroup's. A cgroup job (or one whose sender
+// did not say) gets no note.
+function renderMeasured(measured) {
+  const box = $('job-measured');
+  box.hidden = measured !== 'process-tree';
+  box.textContent = box.hidden ? ''
+    : 'Measured from the job\'s process tree (no cgroup of its own): memory is summed RSS, which counts shared pages once per process; CPU misses processes that exited unreaped.';
 }
 
 // renderPeaks answers the page's question in one look: for each resource,
