@@ -1,0 +1,50 @@
+// Package awx reads an AWX job's metadata and job events from the AWX REST
+// API, for jobs whose events are not on the node's disk: AWX 19 and later run
+// ansible-runner in worker mode inside an execution-environment container,
+// where the events stream to receptor on stdout and no
+// artifacts/<ident>/job_events/*.json file is written.
+//
+// It owns:
+//   - the API client (Client): a base URL, a read-only bearer token read from
+//     a file and sent to that AWX host only, a CA bundle, a per-request
+//     timeout, a bound on the bytes and events of one answer, a limit on the
+//     requests in flight across all jobs, and typed errors (AuthError,
+//     ErrJobNotFound, RetryableError) with the backoff that 429, 5xx and
+//     network errors call for (Backoff);
+//   - the per-job follower (Follower), which turns the job's events into
+//     task starts, one request per poll at most;
+//   - in awx/awxtest, a fake AWX API server for tests that serves real
+//     ansible-runner job_events directories in the API's shape.
+//
+// It does not own sampling, attribution of samples to tasks or shipping:
+// those stay in the collector's other packages, which take the task starts
+// this package produces.
+//
+// The AWX API facts relied on, read from the AWX sources (ansible/awx,
+// releases 21 to 24):
+//   - GET /api/v2/jobs/{id}/ answers the job: id, name, status (new, pending,
+//     waiting, running, successful, failed, error, canceled), job_template
+//     (the template's id, or null), playbook, execution_node, started,
+//     finished, event_processing_finished, and
+//     summary_fields.job_template.{id,name} (awx/api/serializers.py,
+//     JobSerializer and UnifiedJobSerializer).
+//   - GET /api/v2/jobs/{id}/job_events/ lists the job's events, filtered by
+//     any model field with Django lookups (counter__gt, counter__gte,
+//     counter__lte) and sorted by order_by. Lists are paginated as {count,
+//     next, previous, results}; page_size is capped at 200 (MAX_PAGE_SIZE) and
+//     next/previous are the request's own path and query with page replaced,
+//     relative, without scheme or host (awx/api/pagination.py, get_next_link
+//     uses request.get_full_path()).
+//   - A job event has counter, created (ISO 8601 UTC with microseconds and a
+//     Z), event, uuid, parent_uuid, host_name, playbook, play, task, role and
+//     event_data (task_uuid, task_path, is_conditional, …) (awx/main/models/
+//     events.py, BasePlaybookEvent). Handlers start as playbook_on_task_start
+//     with event_data.is_conditional true; playbook_on_stats is the last
+//     event of a playbook.
+//   - Authentication with "Authorization: Bearer <token>" (an OAuth2
+//     personal access token with read scope); 401 without or with a bad
+//     token, 403 when the token's user may not read the job.
+//   - Events are saved by the callback receiver a second or two after they
+//     happen, so a running job's list lags; the job's status can turn final
+//     before its last events are saved, which event_processing_finished tells.
+package awx

@@ -1,0 +1,359 @@
+package awx
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Defaults of FollowerConfig.
+const (
+	DefaultMinInterval = time.Second
+	DefaultGapWait     = 30 * time.Second
+)
+
+// FollowerConfig configures a Follower.
+type FollowerConfig struct {
+	// MinInterval is the least time between two requests of the job; 0
+	// means DefaultMinInterval. Poll makes no request sooner.
+	MinInterval time.Duration
+	// Backoff spaces the requests after failures.
+	Backoff Backoff
+	// GapWait is how long a hole in the counters (an event AWX has not
+	// saved yet while later ones are) is waited for before the follower
+	// moves past it; 0 means DefaultGapWait.
+	GapWait time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Log receives a line when the follower starts failing and when it
+	// recovers; nil discards them.
+	Log *slog.Logger
+}
+
+// Follower follows one AWX job's events: each Poll makes at most one
+// request, for the job's metadata or for the next page of its events, and
+// the follower turns the events into task starts. It is safe for
+// concurrent use: one goroutine polls, others ask.
+//
+// Its position is the highest counter below which every event was seen
+// (AWX's callback receiver may save events out of counter order); it asks
+// for the events after it and skips the ones already seen. A hole that
+// stays longer than GapWait is passed. Failures keep the position: the
+// next request, after Backoff, asks again from it.
+type Follower struct {
+	client *Client
+	id     int64
+	cfg    FollowerConfig
+
+	mu sync.Mutex
+	// meta is the job's metadata, haveMeta whether it was read, and
+	// metaDue whether the next request reads it again.
+	meta     Job
+	haveMeta bool
+	metaDue  bool
+	// finalAsked tells that the metadata said the job is final before the
+	// newest events request was sent.
+	finalAsked bool
+
+	cursor   int64           // every counter <= cursor was seen
+	above    map[int64]Event // events seen above cursor
+	gapSince time.Time       // when the hole above cursor was first seen; zero when none
+	starts   []Event         // task starts seen, by created time then counter
+	unsent   []Event         // task starts not taken yet
+	newest   time.Time       // newest created time of the events up to cursor
+	last     Event           // the event with the highest counter up to cursor
+	lastSent bool            // TakeTasks returned last already
+	seen     map[int64]bool  // counters of the task starts recorded
+	stats    bool            // playbook_on_stats seen
+	done     bool            // every event is in
+	requests int             // requests made
+	failures int             // failed requests in a row
+	lastErr  error           // the last request's error, nil after a success
+	notUntil time.Time       // no request before this time
+}
+
+// NewFollower returns a follower of job id through c.
+func NewFollower(c *Client, id int64, cfg FollowerConfig) *Follower {
+	if cfg.MinInterval <= 0 {
+		cfg.MinInterval = DefaultMinInterval
+	}
+	if cfg.GapWait <= 0 {
+		cfg.GapWait = DefaultGapWait
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Follower{client: c, id: id, cfg: cfg, above: map[int64]Event{}, seen: map[int64]bool{}}
+}
+
+// JobID returns the AWX job id followed.
+func (f *Follower) JobID() int64 { return f.id }
+
+// Poll makes at most one request, unless the previous one was less than
+// MinInterval ago, a backoff is running, or nothing is left to ask (the
+// events are complete and the job's status is final). It asks, in this
+// order: the job's metadata when not read yet or due again; else the
+// events after the follower's position. An events page that comes back
+// empty makes the metadata due, so that a final status is seen; the events
+// are complete once playbook_on_stats was seen, or an empty page answered
+// a request sent after the metadata said the job is final and its events
+// are saved. After that Poll reads only the metadata, until it is final.
+//
+// It returns the request's error, nil when none was made; the follower
+// keeps it too (Err).
+func (f *Follower) Poll(ctx context.Context) error {
+	now := f.cfg.Now()
+	f.mu.Lock()
+	if now.Before(f.notUntil) || (f.done && f.haveMeta && f.meta.Final()) {
+		f.mu.Unlock()
+		return nil
+	}
+	f.notUntil = now.Add(f.cfg.MinInterval)
+	f.requests++
+	askMeta := !f.haveMeta || f.metaDue || f.done
+	cursor := f.cursor
+	// AWX says when a final job's events are all saved; without that
+	// word, GapWait after the finish is taken as enough.
+	finalBefore := f.haveMeta && f.meta.Final() &&
+		(f.meta.EventProcessingFinished || (!f.meta.Finished.IsZero() && now.Sub(f.meta.Finished) >= f.cfg.GapWait))
+	f.mu.Unlock()
+
+	var err error
+	if askMeta {
+		var meta Job
+		if meta, err = f.client.Job(ctx, f.id); err == nil {
+			f.mu.Lock()
+			f.meta, f.haveMeta, f.metaDue = meta, true, false
+			f.mu.Unlock()
+		}
+	} else {
+		var p Page
+		if p, err = f.client.Events(ctx, f.id, cursor); err == nil {
+			f.add(p.Events, finalBefore)
+		}
+	}
+	f.settle(err)
+	return err
+}
+
+// settle records a request's outcome and sets the backoff.
+func (f *Follower) settle(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		if f.failures > 0 {
+			f.cfg.Log.Info("awx: requests work again", "job", f.id, "after_failures", f.failures)
+		}
+		f.failures, f.lastErr = 0, nil
+		return
+	}
+	f.failures++
+	f.lastErr = err
+	var re *RetryableError
+	delay := f.cfg.Backoff.Delay(f.failures, 0)
+	switch {
+	case errors.As(err, &re):
+		delay = f.cfg.Backoff.Delay(f.failures, re.RetryAfter)
+	default:
+		// A refused token, a job AWX does not know or an answer the
+		// client cannot read do not mend in seconds: ask again after
+		// the longest backoff.
+		delay = f.cfg.Backoff.Delay(64, 0)
+	}
+	f.notUntil = f.cfg.Now().Add(max(delay, f.cfg.MinInterval))
+	if f.failures == 1 {
+		f.cfg.Log.Warn("awx: request failed; keeping position and backing off", "job", f.id, "err", err, "wait", delay)
+	}
+}
+
+// add records a page of events; finalBefore tells that the job was final,
+// events saved, before the page was asked for.
+func (f *Follower) add(evs []Event, finalBefore bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fresh := 0
+	for _, ev := range evs {
+		if ev.Counter <= f.cursor {
+			continue
+		}
+		if _, ok := f.above[ev.Counter]; ok {
+			continue
+		}
+		f.above[ev.Counter] = ev
+		fresh++
+	}
+	f.advance()
+	if len(evs) == 0 {
+		if finalBefore {
+			// Nothing after the position, and nothing more will come:
+			// a hole left now will never be filled.
+			f.passGap()
+			f.done = true
+		}
+		f.metaDue = true
+	}
+	if fresh == 0 && len(f.above) > 0 {
+		if f.gapSince.IsZero() {
+			f.gapSince = f.cfg.Now()
+		} else if f.cfg.Now().Sub(f.gapSince) >= f.cfg.GapWait {
+			f.cfg.Log.Warn("awx: passing a hole in the job's event counters", "job", f.id, "after", f.cursor)
+			f.passGap()
+		}
+	}
+}
+
+// advance moves the cursor over the events seen without a hole.
+func (f *Follower) advance() {
+	for {
+		ev, ok := f.above[f.cursor+1]
+		if !ok {
+			break
+		}
+		delete(f.above, f.cursor+1)
+		f.cursor++
+		f.take(ev)
+	}
+	if len(f.above) == 0 {
+		f.gapSince = time.Time{}
+	}
+}
+
+// passGap takes every event above the cursor as if the holes were filled.
+func (f *Follower) passGap() {
+	counters := make([]int64, 0, len(f.above))
+	for c := range f.above {
+		counters = append(counters, c)
+	}
+	slices.Sort(counters)
+	for _, c := range counters {
+		f.take(f.above[c])
+		f.cursor = c
+	}
+	clear(f.above)
+	f.gapSince = time.Time{}
+}
+
+// take records an event at the cursor.
+func (f *Follower) take(ev Event) {
+	if ev.Created.After(f.newest) {
+		f.newest = ev.Created
+	}
+	if ev.Counter >= f.last.Counter {
+		f.last, f.lastSent = ev, false
+	}
+	if ev.Event == EventStats {
+		f.stats, f.done = true, true
+	}
+	if !ev.TaskStart() || f.seen[ev.Counter] {
+		return
+	}
+	f.seen[ev.Counter] = true
+	i, _ := slices.BinarySearchFunc(f.starts, ev, compareStarts)
+	f.starts = slices.Insert(f.starts, i, ev)
+	f.unsent = append(f.unsent, ev)
+}
+
+func compareStarts(a, b Event) int {
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Counter, b.Counter)
+}
+
+// TaskAt returns the task start with the latest created time at or
+// before t (the highest counter among equal times); ok is false before the
+// first task start seen.
+func (f *Follower) TaskAt(t time.Time) (start Event, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := sort.Search(len(f.starts), func(i int) bool { return f.starts[i].Created.After(t) })
+	if i == 0 {
+		return Event{}, false
+	}
+	return f.starts[i-1], true
+}
+
+// Settled tells whether every task that started at or before t is known:
+// an event created at or after t was seen with no hole before it, or the
+// events are complete.
+func (f *Follower) Settled(t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done || (!f.newest.IsZero() && !f.newest.Before(t))
+}
+
+// TakeTasks returns the task starts not returned before, in the order
+// they were seen, and the event with the highest counter when it changed
+// since the previous call (else ok is false). The caller owns the slice.
+func (f *Follower) TakeTasks() (starts []Event, last Event, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	starts, f.unsent = f.unsent, nil
+	if f.cursor > 0 && !f.lastSent {
+		f.lastSent = true
+		return starts, f.last, true
+	}
+	return starts, Event{}, false
+}
+
+// Starts returns a copy of every task start seen, ordered by created
+// time, then counter.
+func (f *Follower) Starts() []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.starts)
+}
+
+// Newest returns the newest created time of the events seen without a
+// hole before them; zero before any.
+func (f *Follower) Newest() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.newest
+}
+
+// Position returns the counter up to which every event was seen.
+func (f *Follower) Position() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cursor
+}
+
+// Done tells whether every event of the job is in: playbook_on_stats was
+// seen, or the job was final with its events saved and no event was left.
+func (f *Follower) Done() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
+}
+
+// Job returns the job's metadata as last read; ok is false before the
+// first successful read.
+func (f *Follower) Job() (Job, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta, f.haveMeta
+}
+
+// Err returns the last request's error, nil when it succeeded or before
+// any request.
+func (f *Follower) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastErr
+}
+
+// Requests returns the number of requests Poll made.
+func (f *Follower) Requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}

@@ -1,0 +1,424 @@
+package awx_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/awx"
+	"github.com/peakline/peakline/collector/awx/awxtest"
+)
+
+// clock is a settable clock shared by the fake and the follower.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+func (c *clock) add(d time.Duration) { c.set(c.now().Add(d)) }
+
+// runnerTasks reads the runner tree's tasks as the importer does: the
+// reference the follower's task starts must equal.
+func runnerTasks(t *testing.T, tree string) []collector.Task {
+	t.Helper()
+	jobs, err := collector.Read(tree, collector.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || len(jobs[0].Tasks) == 0 {
+		t.Fatalf("%s: %d jobs", tree, len(jobs))
+	}
+	return jobs[0].Tasks
+}
+
+// eventTasks makes task starts comparable with the runner's tasks.
+func eventTasks(starts []awx.Event) []collector.Task {
+	out := make([]collector.Task, len(starts))
+	for i, ev := range starts {
+		out[i] = collector.Task{Counter: ev.Counter, UUID: ev.TaskUUID, Name: ev.Task, StartMs: ev.Created.Round(time.Millisecond).UnixMilli(), Play: ev.Play, Role: ev.Role, Path: ev.TaskPath}
+	}
+	return out
+}
+
+func stripEnds(tasks []collector.Task) []collector.Task {
+	out := slices.Clone(tasks)
+	for i := range out {
+		out[i].EndMs = 0
+	}
+	return out
+}
+
+// followSetup serves dir as job 42 on a fake whose clock is c, and
+// returns a follower of it with a 1 s minimum interval on the same clock.
+func followSetup(t *testing.T, c *clock, dir string, lag time.Duration, pageSize int, cfg awx.FollowerConfig) (*awxtest.Server, *awx.Follower) {
+	t.Helper()
+	srv := awxtest.NewServer(awxtest.Options{Token: testToken, Lag: lag, Now: c.now})
+	t.Cleanup(srv.Close)
+	srv.AddJob(awxtest.Job{ID: 42, Name: "loops", TemplateID: 7, TemplateName: "perf loops", Playbook: "loops.yml"}, dir)
+	client, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken), PageSize: pageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Now = c.now
+	if cfg.MinInterval == 0 {
+		cfg.MinInterval = time.Second
+	}
+	return srv, awx.NewFollower(client, 42, cfg)
+}
+
+// poll advances the clock by step, polls once and checks that the poll
+// made at most one request; it returns the requests made.
+func poll(t *testing.T, c *clock, srv *awxtest.Server, f *awx.Follower, step time.Duration) (int, error) {
+	t.Helper()
+	c.add(step)
+	before := srv.RequestCount(42)
+	err := f.Poll(context.Background())
+	n := srv.RequestCount(42) - before
+	if n > 1 {
+		t.Fatalf("one poll made %d requests", n)
+	}
+	return n, err
+}
+
+func TestFollowerTaskStartsEqualRunnerArtifacts(t *testing.T) {
+	for _, tc := range []struct{ tree, ident string }{
+		{"../../testdata/ansible/runner-loops", "loops"},
+		{"../../testdata/ansible/runner-basic", "demo2"},
+	} {
+		t.Run(tc.ident, func(t *testing.T) {
+			c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+			srv, f := followSetup(t, c, filepath.Join(tc.tree, "artifacts", tc.ident, "job_events"), 0, 10, awx.FollowerConfig{})
+			var polls int
+			for !f.Done() {
+				if polls++; polls > 20 {
+					t.Fatal("not done after 20 polls")
+				}
+				if n, err := poll(t, c, srv, f, time.Second); err != nil || n != 1 {
+					t.Fatalf("poll %d: %d requests, err %v", polls, n, err)
+				}
+				// A second poll in the same instant asks nothing.
+				if n, _ := poll(t, c, srv, f, 0); n != 0 {
+					t.Fatalf("poll %d again at once made %d requests", polls, n)
+				}
+			}
+			want := stripEnds(runnerTasks(t, tc.tree))
+			if got := eventTasks(f.Starts()); !slices.Equal(got, want) {
+				t.Fatalf("task starts\n%+v\nwant\n%+v", got, want)
+			}
+			taken, last, ok := f.TakeTasks()
+			if !slices.Equal(eventTasks(taken), want) || !ok || last.Event != awx.EventStats {
+				t.Fatalf("TakeTasks: %d starts, last %+v", len(taken), last)
+			}
+			if again, _, ok := f.TakeTasks(); len(again) != 0 || ok {
+				t.Fatal("TakeTasks returned starts twice")
+			}
+			// The task running at each start, and just before the next.
+			for i, task := range want {
+				start, ok := f.TaskAt(time.UnixMilli(task.StartMs).Add(time.Millisecond))
+				if !ok || start.Counter != task.Counter {
+					t.Fatalf("TaskAt(start of %d) = %d", task.Counter, start.Counter)
+				}
+				if i > 0 {
+					if prev, _ := f.TaskAt(time.UnixMilli(task.StartMs).Add(-2 * time.Millisecond)); prev.Counter != want[i-1].Counter {
+						t.Fatalf("TaskAt(before %d) = %d, want %d", task.Counter, prev.Counter, want[i-1].Counter)
+					}
+				}
+			}
+			if _, ok := f.TaskAt(time.UnixMilli(want[0].StartMs).Add(-time.Second)); ok {
+				t.Fatal("a task before the first start")
+			}
+			// Events done, job still running: the metadata only, once
+			// per interval, until it is final; then nothing.
+			if n, _ := poll(t, c, srv, f, time.Second); n != 1 || srv.Requests()[len(srv.Requests())-1].Path != "/api/v2/jobs/42/" {
+				t.Fatalf("after the events: %d requests, want the metadata", n)
+			}
+			srv.SetJob(awxtest.Job{ID: 42, Status: "successful", TemplateID: 7, TemplateName: "perf loops", EventProcessingFinished: true})
+			if n, _ := poll(t, c, srv, f, time.Second); n != 1 {
+				t.Fatalf("%d requests, want 1", n)
+			}
+			for range 3 {
+				if n, _ := poll(t, c, srv, f, time.Minute); n != 0 {
+					t.Fatal("a request after the job was final and its events in")
+				}
+			}
+			if j, ok := f.Job(); !ok || j.Status != "successful" || j.TemplateID != 7 || j.TemplateName != "perf loops" {
+				t.Fatalf("job %+v", j)
+			}
+		})
+	}
+}
+
+// created returns the created time of the loops event with counter n.
+func created(t *testing.T, n int) time.Time {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(loopsEvents, itoa(n)+"-*.json"))
+	if len(m) != 1 {
+		t.Fatalf("event %d: %v", n, m)
+	}
+	data, err := os.ReadFile(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(data), `"created": "`)
+	text, _, _ := strings.Cut(rest, `"`)
+	ts, err := time.Parse("2006-01-02T15:04:05.999999", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func itoa(n int) string { return awx.JobID(int64(n)) }
+
+func TestFollowerSeesEventsOnlyAfterTheLag(t *testing.T) {
+	const lag = 2 * time.Second
+	c := &clock{t: created(t, 10).Add(lag - 2*time.Millisecond)}
+	srv, f := followSetup(t, c, loopsEvents, lag, 0, awx.FollowerConfig{MinInterval: time.Millisecond})
+	if _, err := poll(t, c, srv, f, 0); err != nil { // metadata
+		t.Fatal(err)
+	}
+	if _, err := poll(t, c, srv, f, time.Millisecond); err != nil { // events
+		t.Fatal(err)
+	}
+	// At created(10)+lag-1ms, event 10 is not saved yet.
+	if p := f.Position(); p != 9 {
+		t.Fatalf("position %d, want 9", p)
+	}
+	if got := counters(f.Starts()); !slices.Equal(got, []int64{3}) {
+		t.Fatalf("starts %v, want [3]", got)
+	}
+	if f.Settled(created(t, 10)) || !f.Settled(created(t, 9)) {
+		t.Fatal("settled before the event at that time was seen")
+	}
+	// One millisecond later it is.
+	if _, err := poll(t, c, srv, f, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.Position(); p != 10 {
+		t.Fatalf("position %d, want 10", p)
+	}
+	if got := counters(f.Starts()); !slices.Equal(got, []int64{3, 10}) {
+		t.Fatalf("starts %v, want [3 10]", got)
+	}
+	if !f.Settled(created(t, 10)) || f.Settled(created(t, 11)) {
+		t.Fatal("settled wrong at event 10")
+	}
+	if f.Done() {
+		t.Fatal("done before the stats event")
+	}
+	// The request asked after the position, not from the start.
+	reqs := srv.Requests()
+	if q := reqs[len(reqs)-1].Query; q != "counter__gt=9&order_by=counter&page_size=200" {
+		t.Fatalf("query %q", q)
+	}
+}
+
+func TestFollowerKeepsPositionThroughOutage(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	srv, f := followSetup(t, c, loopsEvents, 0, 10, awx.FollowerConfig{Backoff: awx.Backoff{Base: 4 * time.Second, Max: time.Minute}})
+	// Requests: 1 metadata, 2 events 1..10, 3 and 4 fail, 5 events 11..20.
+	srv.FailRequests(awxtest.Fault{Status: 503}, 3)
+	srv.FailRequests(awxtest.Fault{Status: 429, RetryAfter: "20"}, 4)
+	for range 2 {
+		if _, err := poll(t, c, srv, f, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := f.Position(); p != 10 {
+		t.Fatalf("position %d", p)
+	}
+	_, err := poll(t, c, srv, f, time.Second)
+	var re *awx.RetryableError
+	if !errors.As(err, &re) || !errors.As(f.Err(), &re) || re.StatusCode != 503 {
+		t.Fatalf("err %v, Err %v; want the 503", err, f.Err())
+	}
+	// Backoff 4 s: nothing for 3 s, then one request, a 429 asking 20 s.
+	for range 3 {
+		if n, _ := poll(t, c, srv, f, time.Second); n != 0 {
+			t.Fatal("a request during the backoff")
+		}
+	}
+	if n, err := poll(t, c, srv, f, time.Second); n != 1 || !errors.As(err, &re) || re.StatusCode != 429 {
+		t.Fatalf("%d requests, err %v", n, err)
+	}
+	if n, _ := poll(t, c, srv, f, 19*time.Second); n != 0 {
+		t.Fatal("Retry-After not honoured")
+	}
+	if n, err := poll(t, c, srv, f, time.Second); n != 1 || err != nil || f.Err() != nil {
+		t.Fatalf("%d requests, err %v", n, err)
+	}
+	if p := f.Position(); p != 20 {
+		t.Fatalf("position %d after the outage, want 20", p)
+	}
+	if q := srv.Requests()[4].Query; q != "counter__gt=10&order_by=counter&page_size=10" {
+		t.Fatalf("the request after the outage asked %q", q)
+	}
+}
+
+func TestFollowerAuthErrorDoesNotStorm(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	srv := awxtest.NewServer(awxtest.Options{Token: testToken, Now: c.now})
+	defer srv.Close()
+	srv.AddJob(awxtest.Job{ID: 42}, loopsEvents)
+	file := tokenFile(t, "wrong")
+	client, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := awx.NewFollower(client, 42, awx.FollowerConfig{Now: c.now, MinInterval: time.Second, Backoff: awx.Backoff{Base: time.Second, Max: 5 * time.Minute}})
+	var ae *awx.AuthError
+	if err := f.Poll(context.Background()); !errors.As(err, &ae) || ae.TokenFile != file {
+		t.Fatalf("err %v", err)
+	}
+	for range 299 {
+		c.add(time.Second)
+		f.Poll(context.Background())
+	}
+	if n := srv.RequestCount(42); n != 1 {
+		t.Fatalf("%d requests in 5 minutes of a refused token, want 1", n)
+	}
+	c.add(time.Second)
+	f.Poll(context.Background())
+	if n := srv.RequestCount(42); n != 2 {
+		t.Fatalf("%d requests after the backoff, want 2", n)
+	}
+}
+
+// copyEvents copies the loops events whose counter keep accepts into a
+// new dir.
+func copyEvents(t *testing.T, keep func(counter int) bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	entries, err := os.ReadDir(loopsEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		var n int
+		for _, r := range e.Name() {
+			if r < '0' || r > '9' {
+				break
+			}
+			n = n*10 + int(r-'0')
+		}
+		if !keep(n) {
+			continue
+		}
+		copyFile(t, filepath.Join(loopsEvents, e.Name()), filepath.Join(dir, e.Name()))
+	}
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFollowerWaitsForAHoleInTheCounters(t *testing.T) {
+	for _, fill := range []bool{true, false} {
+		name := "filled"
+		if !fill {
+			name = "passed after GapWait"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+			dir := copyEvents(t, func(n int) bool { return n != 13 })
+			srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{GapWait: 10 * time.Second})
+			for range 2 {
+				if _, err := poll(t, c, srv, f, time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if p := f.Position(); p != 12 {
+				t.Fatalf("position %d, want 12", p)
+			}
+			if got := counters(f.Starts()); !slices.Equal(got, []int64{3, 10}) {
+				t.Fatalf("starts %v", got)
+			}
+			if f.Settled(created(t, 14)) || f.Done() {
+				t.Fatal("settled past the hole")
+			}
+			if fill {
+				m, _ := filepath.Glob(filepath.Join(loopsEvents, "13-*.json"))
+				copyFile(t, m[0], filepath.Join(dir, filepath.Base(m[0])))
+			}
+			if _, err := poll(t, c, srv, f, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if !fill {
+				if p := f.Position(); p != 12 {
+					t.Fatalf("position %d before GapWait, want 12", p)
+				}
+				if _, err := poll(t, c, srv, f, 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if p := f.Position(); p != 32 || !f.Done() {
+				t.Fatalf("position %d, done %v", p, f.Done())
+			}
+			want := []int64{3, 10, 13, 16, 23, 26, 29}
+			if !fill {
+				want = []int64{3, 10, 16, 23, 26, 29}
+			}
+			if got := counters(f.Starts()); !slices.Equal(got, want) {
+				t.Fatalf("starts %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestFollowerDoneWithoutStatsOnceFinal(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	dir := copyEvents(t, func(n int) bool { return n != 32 }) // a job killed before its stats
+	srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{})
+	for range 3 { // metadata, events 1..31, an empty page
+		if _, err := poll(t, c, srv, f, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.Done() || f.Position() != 31 {
+		t.Fatalf("done %v at %d while the job runs", f.Done(), f.Position())
+	}
+	srv.SetJob(awxtest.Job{ID: 42, Status: "canceled", EventProcessingFinished: true})
+	// The empty page made the metadata due: it says canceled; then one
+	// more empty page settles it.
+	for range 2 {
+		if n, err := poll(t, c, srv, f, time.Second); n != 1 || err != nil {
+			t.Fatalf("%d requests, err %v", n, err)
+		}
+	}
+	if !f.Done() {
+		t.Fatal("not done after a final status and an empty page")
+	}
+	if n, _ := poll(t, c, srv, f, time.Minute); n != 0 {
+		t.Fatal("a request after done and final")
+	}
+	if !f.Settled(c.now()) {
+		t.Fatal("a done follower is settled at any time")
+	}
+}
