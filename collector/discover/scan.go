@@ -1,0 +1,509 @@
+package discover
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+)
+
+// Job is one running AWX job found on this host.
+type Job struct {
+	// ID is the AWX job id.
+	ID int64
+	// Kind says where the job runs and how to sample it.
+	Kind Kind
+	// Cgroup is the job's container cgroup as a path from the
+	// hierarchy's root, the form /proc/PID/cgroup shows
+	// ("/machine.slice/libpod-<id>.scope"). collector/cgroup's
+	// Layout.Open accepts it on v2 and on v1, where the same relative
+	// path exists in each controller's hierarchy. Empty for
+	// KindProcessTree: such a job has no cgroup of its own, sample it
+	// with NewTree.
+	Cgroup string
+	// ContainerID is the container's 64-hex id; empty for
+	// KindProcessTree.
+	ContainerID string
+	// PIDs are, for a container, the processes in its cgroup and
+	// sub-groups at the time of the scan; for KindProcessTree, the trusted
+	// processes whose environment names the job (the roots of its tree).
+	// Ascending.
+	PIDs []int
+	// Via says how the id was found: ViaEnviron, ViaPodName or ViaConmon.
+	Via string
+}
+
+// How a job's id was found.
+const (
+	ViaEnviron = "environ"  // JobIDEnv of a trusted process
+	ViaPodName = "pod-name" // PodNameEnv of a trusted process (Kubernetes)
+	ViaConmon  = "conmon"   // the container name conmon was given
+)
+
+// Scanner finds the running AWX jobs of a host, poll after poll. It
+// remembers each container's job id, so /proc is read only for
+// containers it has not placed yet. Not safe for concurrent use.
+type Scanner struct {
+	cgroupRoot, procRoot string
+	rules                *compiled
+
+	r    fileReader
+	hier string // the hierarchy walked: cgroupRoot or a v1 controller's directory below it
+	gen  uint64
+
+	containers map[string]*containerState // by container id
+	procs      map[int]*procState         // the /proc pass's cache, by pid
+
+	// scratch, reused between scans
+	found  []foundCgroup
+	dirs   []string
+	pidBuf []int
+}
+
+type containerState struct {
+	gen   uint64
+	jobID int64
+	via   string
+	// checked are the processes examined without finding the id, with
+	// the comm they had: examined again only when it changes (an exec).
+	checked map[int]string
+}
+
+// procState caches what the /proc pass learnt about one process.
+type procState struct {
+	gen     uint64
+	comm    string
+	trusted bool
+	jobID   int64  // from JobIDEnv, 0 if none
+	cid     string // conmon: the container id (-c)
+	cjob    int64  // conmon: the job id from the container name
+}
+
+type foundCgroup struct {
+	kind Kind
+	id   string
+	dir  string // host directory
+	rel  string // "/machine.slice/…"
+}
+
+// v1Order are the v1 hierarchies tried, in order, when cgroupRoot is
+// not itself a hierarchy: every controller holds the same tree of
+// container cgroups, the first one found is walked.
+var v1Order = []string{"memory", "pids", "cpuacct", "cpu,cpuacct", "systemd", "unified"}
+
+// NewScanner checks the rules and returns a Scanner. cgroupRoot is where
+// cgroup file systems are mounted (/sys/fs/cgroup): a cgroup2 mount, or a
+// directory holding v1 hierarchies (memory, pids, …). procRoot is /proc.
+func NewScanner(cgroupRoot, procRoot string, rules Rules) (*Scanner, error) {
+	c, err := rules.compile()
+	if err != nil {
+		return nil, err
+	}
+	return &Scanner{
+		cgroupRoot: cgroupRoot, procRoot: procRoot, rules: c,
+		containers: map[string]*containerState{}, procs: map[int]*procState{},
+	}, nil
+}
+
+// Scan returns the running AWX jobs on this host once; see Scanner.Scan.
+func Scan(cgroupRoot, procRoot string, rules Rules) ([]Job, error) {
+	s, err := NewScanner(cgroupRoot, procRoot, rules)
+	if err != nil {
+		return nil, err
+	}
+	return s.Scan()
+}
+
+// Scan walks the configured top-level cgroups for container cgroups,
+// places each container's job, and, with Rules.ProcessTree, finds the
+// jobs that run outside any container cgroup. Containers whose job id is
+// not known yet (ansible-playbook has not started, or the container is
+// not an AWX job, such as a pod's pause container) are left out and
+// looked at again next time. Jobs are sorted by id, then container id;
+// the caller owns the slice.
+func (s *Scanner) Scan() ([]Job, error) {
+	s.gen++
+	if s.hier == "" {
+		h, err := s.hierarchy()
+		if err != nil {
+			return nil, err
+		}
+		s.hier = h
+	}
+	s.found = s.found[:0]
+	for _, top := range s.rules.tops {
+		if err := s.walkTop(top); err != nil {
+			return nil, err
+		}
+	}
+
+	var jobs []Job
+	inContainer := map[int]bool{}
+	var pending []int // indexes into s.found of podman containers without an id
+	for i, f := range s.found {
+		pids := s.cgroupPids(f.dir)
+		for _, p := range pids {
+			inContainer[p] = true
+		}
+		c := s.containers[f.id]
+		if c == nil {
+			c = &containerState{}
+			s.containers[f.id] = c
+		}
+		c.gen = s.gen
+		if c.jobID == 0 {
+			s.placeContainer(c, f.kind, pids)
+		}
+		if c.jobID == 0 {
+			if f.kind == KindPodman {
+				pending = append(pending, i)
+			}
+			continue
+		}
+		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: pids, Via: c.via})
+	}
+
+	if len(pending) > 0 && s.rules.ConmonComm != "" || s.rules.ProcessTree {
+		roots, conmons, err := s.procPass(inContainer)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range pending {
+			f := s.found[i]
+			if id := conmons[f.id]; id != 0 {
+				c := s.containers[f.id]
+				c.jobID, c.via, c.checked = id, ViaConmon, nil
+				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: s.cgroupPids(f.dir), Via: ViaConmon})
+			}
+		}
+		if s.rules.ProcessTree {
+			for id, pids := range roots {
+				if slices.ContainsFunc(jobs, func(j Job) bool { return j.ID == id }) {
+					continue // its container was found: that is the better measure
+				}
+				slices.Sort(pids)
+				jobs = append(jobs, Job{ID: id, Kind: KindProcessTree, PIDs: pids, Via: ViaEnviron})
+			}
+		}
+	}
+
+	for id, c := range s.containers {
+		if c.gen != s.gen {
+			delete(s.containers, id)
+		}
+	}
+	slices.SortFunc(jobs, func(a, b Job) int {
+		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.ContainerID, b.ContainerID))
+	})
+	return jobs, nil
+}
+
+// hierarchy picks the directory to walk.
+func (s *Scanner) hierarchy() (string, error) {
+	if exists(filepath.Join(s.cgroupRoot, "cgroup.procs")) {
+		return s.cgroupRoot, nil
+	}
+	for _, h := range v1Order {
+		dir := filepath.Join(s.cgroupRoot, h)
+		if exists(filepath.Join(dir, "cgroup.procs")) {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("find cgroup hierarchy under %q: no cgroup.procs there nor in any of %v (is --cgroup-root the cgroup mount point, such as /sys/fs/cgroup?)", s.cgroupRoot, v1Order)
+}
+
+func exists(p string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(p, &st) == nil
+}
+
+// walkTop walks the top-level directories matching top.
+func (s *Scanner) walkTop(top string) error {
+	if !hasMeta(top) {
+		return s.walk(filepath.Join(s.hier, top), "/"+top, top, 1)
+	}
+	var names []string
+	err := s.r.readDir(s.hier, func(name []byte, typ uint8) {
+		if typ == syscall.DT_DIR {
+			if ok, _ := path.Match(top, string(name)); ok {
+				names = append(names, string(name))
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("list cgroup hierarchy %q: %w", s.hier, err)
+	}
+	for _, n := range names {
+		if err := s.walk(filepath.Join(s.hier, n), "/"+n, top, 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasMeta(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '*', '?', '[', '\\':
+			return true
+		}
+	}
+	return false
+}
+
+// walk looks for container cgroups below dir (whose cgroup path is rel),
+// depth levels below the top. A directory that vanished or cannot be
+// read is skipped: cgroups come and go while we walk.
+func (s *Scanner) walk(dir, rel, top string, depth int) error {
+	start := len(s.dirs)
+	err := s.r.readDir(dir, func(name []byte, typ uint8) {
+		if typ != syscall.DT_DIR {
+			return
+		}
+		for _, rule := range s.rules.scopes {
+			if rule.top != top {
+				continue
+			}
+			if m := rule.name.FindSubmatchIndex(name); m != nil && m[2] >= 0 {
+				n := string(name)
+				s.found = append(s.found, foundCgroup{
+					kind: rule.kind, id: n[m[2]:m[3]],
+					dir: filepath.Join(dir, n), rel: rel + "/" + n,
+				})
+				return // a container's own sub-groups are not containers
+			}
+		}
+		if depth < s.rules.MaxDepth {
+			s.dirs = append(s.dirs, string(name))
+		}
+	})
+	if err != nil {
+		s.dirs = s.dirs[:start]
+		if gone(err) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return fmt.Errorf("list cgroup %q: %w", dir, err)
+	}
+	// s.dirs is a stack shared by the recursion: copy this level's names
+	// out before descending, as deeper levels append to it.
+	names := slices.Clone(s.dirs[start:])
+	s.dirs = s.dirs[:start]
+	for _, n := range names {
+		if err := s.walk(filepath.Join(dir, n), rel+"/"+n, top, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cgroupPids returns the processes in dir and its sub-groups (crun puts
+// a container's processes in a "container" sub-group), ascending.
+func (s *Scanner) cgroupPids(dir string) []int {
+	var pids []int
+	var visit func(dir string, depth int)
+	visit = func(dir string, depth int) {
+		if b, err := s.r.read(filepath.Join(dir, "cgroup.procs")); err == nil {
+			pids = appendPids(pids, b)
+		}
+		if depth >= 3 {
+			return
+		}
+		var subs []string
+		_ = s.r.readDir(dir, func(name []byte, typ uint8) {
+			if typ == syscall.DT_DIR {
+				subs = append(subs, string(name))
+			}
+		})
+		for _, sub := range subs {
+			visit(filepath.Join(dir, sub), depth+1)
+		}
+	}
+	visit(dir, 0)
+	slices.Sort(pids)
+	return slices.Compact(pids)
+}
+
+// placeContainer looks for the job id in the environment of the
+// container's trusted processes: JobIDEnv of any of them, else the pod
+// name of a Kubernetes one.
+func (s *Scanner) placeContainer(c *containerState, kind Kind, pids []int) {
+	if c.checked == nil {
+		c.checked = map[int]string{}
+	}
+	for pid := range c.checked {
+		if _, ok := slices.BinarySearch(pids, pid); !ok {
+			delete(c.checked, pid)
+		}
+	}
+	var podJob int64
+	for _, pid := range pids {
+		comm, err := s.comm(pid)
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		if prev, ok := c.checked[pid]; ok && prev == string(comm) {
+			continue
+		}
+		c.checked[pid] = string(comm)
+		if !s.trusted(pid, comm) {
+			continue
+		}
+		jobID, pj := s.environIDs(pid, kind == KindKubernetes)
+		if jobID != 0 {
+			c.jobID, c.via, c.checked = jobID, ViaEnviron, nil
+			return
+		}
+		if podJob == 0 {
+			podJob = pj
+		}
+	}
+	if podJob != 0 {
+		c.jobID, c.via, c.checked = podJob, ViaPodName, nil
+	}
+}
+
+// comm reads /proc/<pid>/comm without its newline; valid until the next read.
+func (s *Scanner) comm(pid int) ([]byte, error) {
+	b, err := s.r.read(s.procFile(pid, "comm"))
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b, []byte("\n")), nil
+}
+
+func (s *Scanner) procFile(pid int, name string) string {
+	return s.procRoot + "/" + strconv.Itoa(pid) + "/" + name
+}
+
+// trusted reports whether pid, whose comm is comm, runs a trusted
+// executable. comm must not alias the read buffer's later contents: the
+// caller passes a slice it may lose, so its verdict is taken first.
+func (s *Scanner) trusted(pid int, comm []byte) bool {
+	ok, python := s.rules.trustedComm(comm)
+	if ok || !python {
+		return ok
+	}
+	return trustedCmdline(&s.r, s.rules, s.procFile(pid, "cmdline"))
+}
+
+func trustedCmdline(r *fileReader, rules *compiled, file string) bool {
+	b, err := r.read(file)
+	if err != nil {
+		return false
+	}
+	_, rest := nextArg(b)
+	script, _ := nextArg(rest)
+	return rules.trustedScript(script)
+}
+
+// environIDs reads the job id (JobIDEnv) and, when pod is set, the job id
+// in the pod name (PodNameEnv) from pid's environment, and wipes the
+// buffer the environment was read into.
+func (s *Scanner) environIDs(pid int, pod bool) (jobID, podJob int64) {
+	return environIDs(&s.r, s.rules, s.procFile(pid, "environ"), pod)
+}
+
+func environIDs(r *fileReader, rules *compiled, file string, pod bool) (jobID, podJob int64) {
+	env, err := r.read(file)
+	if err != nil {
+		return 0, 0
+	}
+	defer r.wipe()
+	if v, ok := envValue(env, rules.jobKey); ok {
+		jobID, _ = parseJobID(v)
+	}
+	if pod && jobID == 0 && rules.podName != nil {
+		if v, ok := envValue(env, rules.podKey); ok {
+			if m := rules.podName.FindSubmatch(v); m != nil {
+				podJob, _ = parseJobID(m[1])
+			}
+		}
+	}
+	return jobID, podJob
+}
+
+// procPass reads every process's comm once: it returns the trusted
+// processes outside container cgroups by job id (roots of process-tree
+// jobs) and the job id of each container a conmon process monitors.
+func (s *Scanner) procPass(inContainer map[int]bool) (roots map[int64][]int, conmons map[string]int64, err error) {
+	s.pidBuf, err = s.r.pids(s.procRoot, s.pidBuf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list processes in %q: %w", s.procRoot, err)
+	}
+	roots, conmons = map[int64][]int{}, map[string]int64{}
+	for _, pid := range s.pidBuf {
+		comm, err := s.comm(pid)
+		if err != nil {
+			continue
+		}
+		p := s.procs[pid]
+		if p == nil || p.comm != string(comm) {
+			p = &procState{comm: string(comm)}
+			s.procs[pid] = p
+			s.learn(pid, p)
+		}
+		p.gen = s.gen
+		if p.cid != "" && p.cjob != 0 {
+			conmons[p.cid] = p.cjob
+		}
+		if p.trusted && p.jobID != 0 && !inContainer[pid] {
+			roots[p.jobID] = append(roots[p.jobID], pid)
+		}
+	}
+	for pid, p := range s.procs {
+		if p.gen != s.gen {
+			delete(s.procs, pid)
+		}
+	}
+	return roots, conmons, nil
+}
+
+// learn fills a new procState: a conmon's container and name, or a
+// trusted process's job id.
+func (s *Scanner) learn(pid int, p *procState) {
+	if s.rules.ConmonComm != "" && p.comm == s.rules.ConmonComm {
+		b, err := s.r.read(s.procFile(pid, "cmdline"))
+		if err != nil {
+			return
+		}
+		cid, name := conmonArgs(b)
+		if m := s.rules.conmonName.FindSubmatch(name); m != nil && len(cid) > 0 {
+			p.cid = string(cid)
+			p.cjob, _ = parseJobID(m[1])
+		}
+		return
+	}
+	p.trusted = s.trusted(pid, []byte(p.comm))
+	if p.trusted {
+		p.jobID, _ = s.environIDs(pid, false)
+	}
+}
+
+// conmonArgs finds the container id (-c, --cid) and name (-n, --name) in
+// conmon's command line, in the "-c ID", "--cid ID" and "--cid=ID" forms.
+func conmonArgs(cmdline []byte) (cid, name []byte) {
+	for rest := cmdline; len(rest) > 0; {
+		var arg []byte
+		arg, rest = nextArg(rest)
+		key, val, hasVal := bytes.Cut(arg, []byte("="))
+		var dst *[]byte
+		switch string(key) {
+		case "-c", "--cid":
+			dst = &cid
+		case "-n", "--name":
+			dst = &name
+		default:
+			continue
+		}
+		if !hasVal {
+			val, rest = nextArg(rest)
+		}
+		*dst = val
+	}
+	return cid, name
+}

@@ -1,0 +1,235 @@
+package discover
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/peakline/peakline/collector/cgroup"
+)
+
+// Container ids of the recorded-shape trees (see testdata/README.md).
+const (
+	podRootful  = "2c5a21190bb50663fd2849bfbf272b0407de67e6899a31c724e6914eb3c0a0ea"
+	podRootless = "561097bb5e596fcdd3c4f74152d8091b130cea376f4b32455d8851b0e95baab5"
+	podWebapp   = "616c28cf6cb950adef9f41ce56411b0f5ccb9dec560ab480e411d25185e154e2"
+	k8sWorker1  = "d0fac1e0bb5fb67d86b6be6fd1dd02935405eb89a2dddb8403150812a9472ab6"
+	k8sWorker2  = "72e8f76a611a00d20ed16c7c1bfa4020e959eb2480f509adf22f8a011e526eb9"
+	k8sWorker3  = "4f9425bdac27fe2c784d1fd8f88e872b092b63f7579b24fb1c01adc2109753a6"
+)
+
+func scanTree(t *testing.T, dir string, rules Rules) []Job {
+	t.Helper()
+	jobs, err := Scan(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+func checkJobs(t *testing.T, got, want []Job) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("found %d jobs, want %d:\n got %+v\nwant %+v", len(got), len(want), got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ID != w.ID || g.Kind != w.Kind || g.Cgroup != w.Cgroup || g.ContainerID != w.ContainerID || g.Via != w.Via || !slices.Equal(g.PIDs, w.PIDs) {
+			t.Errorf("job %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+func TestScanPodmanV2(t *testing.T) {
+	got := scanTree(t, "testdata/podman-v2", DefaultRules())
+	checkJobs(t, got, []Job{
+		// Rootful, systemd manager: the processes are in crun's
+		// "container" sub-group; ansible-playbook's JOB_ID names the job.
+		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: []int{4711, 4790, 4791}, Via: ViaEnviron},
+		// Rootless under user@1000.service, before ansible-playbook
+		// starts: only conmon's --name says the job (dumb-init's JOB_ID
+		// is not trusted).
+		{ID: 102, Kind: KindPodman, Cgroup: "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + podRootless + ".scope", ContainerID: podRootless, PIDs: []int{6120, 6121}, Via: ViaConmon},
+	})
+}
+
+func TestScanKubernetesV2(t *testing.T) {
+	got := scanTree(t, "testdata/kubernetes-v2", DefaultRules())
+	pod := func(qos, uid, id string) string {
+		if qos == "" {
+			return "/kubepods.slice/kubepods-pod" + uid + ".slice/cri-containerd-" + id + ".scope"
+		}
+		return "/kubepods.slice/kubepods-" + qos + ".slice/kubepods-" + qos + "-pod" + uid + ".slice/cri-containerd-" + id + ".scope"
+	}
+	checkJobs(t, got, []Job{
+		{ID: 201, Kind: KindKubernetes, Cgroup: pod("burstable", "9b3f0c1e_4a3c_4d59_9d0e_6a1c1d2e3f41", k8sWorker1), ContainerID: k8sWorker1, PIDs: []int{7010, 7011, 7050, 7051}, Via: ViaEnviron},
+		{ID: 202, Kind: KindKubernetes, Cgroup: pod("besteffort", "2c8a4e10_7f6b_4c3d_8e2f_1a2b3c4d5e6f", k8sWorker2), ContainerID: k8sWorker2, PIDs: []int{7110}, Via: ViaEnviron},
+		// ansible-runner worker has started, ansible-playbook not yet: the
+		// pod name in HOSTNAME says the job.
+		{ID: 203, Kind: KindKubernetes, Cgroup: pod("burstable", "5e6f7a8b_1c2d_4e3f_9a0b_c1d2e3f4a5b6", k8sWorker3), ContainerID: k8sWorker3, PIDs: []int{7210, 7211}, Via: ViaPodName},
+	})
+
+	// With the pod-name rule off, job 203 waits for ansible-playbook.
+	r := DefaultRules()
+	r.PodNameEnv = ""
+	got = scanTree(t, "testdata/kubernetes-v2", r)
+	if ids := jobIDs(got); !slices.Equal(ids, []int64{201, 202}) {
+		t.Fatalf("without the pod-name rule found %v; want [201 202]", ids)
+	}
+}
+
+func TestScanReceptorProcessTree(t *testing.T) {
+	got := scanTree(t, "testdata/receptor-v2", DefaultRules())
+	checkJobs(t, got, []Job{
+		// 950 and 951 by comm, 955 as python3 running ansible-playbook;
+		// podman (930) has JOB_ID but is not trusted.
+		{ID: 103, Kind: KindProcessTree, PIDs: []int{950, 951, 955}, Via: ViaEnviron},
+		{ID: 104, Kind: KindProcessTree, PIDs: []int{960}, Via: ViaEnviron},
+	})
+	r := DefaultRules()
+	r.ProcessTree = false
+	if got := scanTree(t, "testdata/receptor-v2", r); len(got) != 0 {
+		t.Fatalf("with ProcessTree off found %+v; want none", got)
+	}
+}
+
+func jobIDs(jobs []Job) []int64 {
+	var ids []int64
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+func TestScanDepthLimit(t *testing.T) {
+	// The rootless scope is 4 levels below user.slice.
+	r := DefaultRules()
+	r.MaxDepth = 3
+	got := scanTree(t, "testdata/podman-v2", r)
+	if ids := jobIDs(got); !slices.Equal(ids, []int64{101}) {
+		t.Fatalf("with depth 3 found %v; want [101]", ids)
+	}
+}
+
+// TestScannerCache checks that a placed container is not looked up in
+// /proc again, and is forgotten when its cgroup goes.
+func TestScannerCache(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/podman-v2")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewScanner(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := jobIDs(first); !slices.Equal(ids, []int64{101, 102}) {
+		t.Fatalf("first scan found %v", ids)
+	}
+	// Make the environment and conmon unreadable: the cache answers.
+	for _, pid := range []string{"4711", "4791", "6110"} {
+		if err := os.RemoveAll(filepath.Join(dir, "proc", pid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := jobIDs(second); !slices.Equal(ids, []int64{101, 102}) {
+		t.Fatalf("second scan found %v; want the cached [101 102]", ids)
+	}
+	// The container ends: its cgroup goes, and so does its cache entry.
+	if err := os.RemoveAll(filepath.Join(dir, "cgroup/machine.slice/libpod-"+podRootful+".scope")); err != nil {
+		t.Fatal(err)
+	}
+	third, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := jobIDs(third); !slices.Equal(ids, []int64{102}) {
+		t.Fatalf("third scan found %v; want [102]", ids)
+	}
+	if _, ok := s.containers[podRootful]; ok {
+		t.Fatalf("the ended container is still cached")
+	}
+	// The webapp container is not a job and is looked at each time, but
+	// its processes' comm did not change, so nothing is re-read.
+	if c := s.containers[podWebapp]; c == nil || c.jobID != 0 || len(c.checked) != 2 {
+		t.Fatalf("webapp container state = %+v; want unplaced with 2 checked processes", c)
+	}
+}
+
+// TestScanCgroupOpens checks that a found Cgroup path is what
+// collector/cgroup opens, and reads the recorded v2 files through it.
+func TestScanCgroupOpens(t *testing.T) {
+	tree, err := filepath.Abs("testdata/podman-v2/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("proc/self/mountinfo", "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n")
+	write("proc/self/cgroup", "0::/system.slice/peakline-agent.service\n")
+	if err := os.MkdirAll(filepath.Join(root, "sys/fs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(tree, filepath.Join(root, "sys/fs/cgroup")); err != nil {
+		t.Fatal(err)
+	}
+
+	jobs := scanTree(t, "testdata/podman-v2", DefaultRules())
+	l, err := cgroup.Detect(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := l.Mode(); m != cgroup.ModeV2 || err != nil {
+		t.Fatalf("Mode() = %v, %v", m, err)
+	}
+	type reading struct {
+		cpuUsec, mem, pids uint64
+	}
+	want := map[int64]reading{101: {41234567, 312475648, 9}, 102: {345678, 4390912, 2}}
+	for _, j := range jobs {
+		c, err := l.Open(j.Cgroup)
+		if err != nil {
+			t.Fatalf("open job %d's cgroup %q: %v", j.ID, j.Cgroup, err)
+		}
+		cpu, err := c.CPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, _, err := c.Memory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, _, err := c.PIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (reading{uint64(cpu.Microseconds()), mem, pids}); got != want[j.ID] {
+			t.Errorf("job %d: read %+v; want %+v", j.ID, got, want[j.ID])
+		}
+		if p, err := c.Populated(); !p || err != nil {
+			t.Errorf("job %d: Populated() = %v, %v", j.ID, p, err)
+		}
+		if !strings.HasPrefix(c.Path(), root) {
+			t.Errorf("job %d: opened %q, outside the fake host", j.ID, c.Path())
+		}
+		_ = c.Remove()
+	}
+}
