@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 // target is one AWX job a scan found running on the node.
@@ -23,12 +25,6 @@ type target struct {
 	pids []int
 }
 
-// Measurement methods, as JobInfo.Measured carries them.
-const (
-	MeasuredCgroup      = "cgroup"
-	MeasuredProcessTree = "process-tree"
-)
-
 // meter reads one job's resources, in the units of cgroup.Cgroup's methods.
 // Reads of a job that is gone return errors; they never panic.
 type meter interface {
@@ -40,7 +36,7 @@ type meter interface {
 // opened is a job's meter with what the lifecycle needs around it.
 type opened struct {
 	meter    meter
-	measured string // MeasuredCgroup or MeasuredProcessTree
+	measured string // ansible.MeasuredCgroup or ansible.MeasuredProcessTree
 	// alive reports whether the job still has a process; an error counts
 	// as gone.
 	alive func() (bool, error)
@@ -50,8 +46,12 @@ type opened struct {
 // session is one job's running sampling pipeline (collector/live), its
 // event source being the job's AWX follower.
 type session interface {
+	// info returns the job's metadata as AWX last gave it; ok is false
+	// before AWX answered. final tells that AWX's status for the job will
+	// not change anymore.
+	info() (info ansible.JobInfo, final, ok bool)
 	// setInfo sets the job's info the next batch carries.
-	setInfo(info jobInfo)
+	setInfo(info ansible.JobInfo)
 	// stopSampling takes each resource's last sample and stops sampling;
 	// the held samples wait for their tasks.
 	stopSampling()
@@ -64,22 +64,14 @@ type session interface {
 	close()
 }
 
-// jobInfo is the job's AWX metadata as the agent sends it.
-type jobInfo struct {
-	templateID, templateName, status, playbook string
-	measured                                   string
-	// final is true once status is one AWX does not leave (successful,
-	// failed, error, canceled).
-	final bool
-}
-
 // world is everything outside the lifecycle: discovery, opening a job's
-// cgroup or process tree, starting a session, asking AWX for the job.
+// cgroup or process tree, starting its session.
 type world interface {
 	scan() ([]target, error)
 	open(t target) (*opened, error)
-	start(t target, o *opened) (session, error)
-	info(ctx context.Context, jobID string) (jobInfo, error)
+	// start starts sampling o with the job's AWX follower as event
+	// source; the follower stops when ctx ends.
+	start(ctx context.Context, t target, o *opened) (session, error)
 }
 
 // agent tracks the jobs on the node: the running ones by key, and the

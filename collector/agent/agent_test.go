@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 // fakeWorld is a node whose jobs the test starts and ends, and an AWX
@@ -21,7 +23,7 @@ type fakeWorld struct {
 	openErr  map[string]error
 	panicky  map[string]bool // start panics
 	infoErr  error
-	infos    map[string]jobInfo
+	infos    map[string]ansible.JobInfo
 	complete map[string]bool // job id → events complete
 	sessions []*fakeSession
 }
@@ -29,7 +31,7 @@ type fakeWorld struct {
 type fakeSession struct {
 	w        *fakeWorld
 	t        target
-	infos    []jobInfo
+	infos    []ansible.JobInfo
 	stopped  time.Time
 	closed   time.Time
 	measured string
@@ -37,7 +39,7 @@ type fakeSession struct {
 
 func newFakeWorld() *fakeWorld {
 	return &fakeWorld{alive: map[string]bool{}, openErr: map[string]error{}, panicky: map[string]bool{},
-		infos: map[string]jobInfo{}, complete: map[string]bool{}}
+		infos: map[string]ansible.JobInfo{}, complete: map[string]bool{}}
 }
 
 func (w *fakeWorld) scan() ([]target, error) {
@@ -58,9 +60,9 @@ func (w *fakeWorld) open(t target) (*opened, error) {
 	if err := w.openErr[t.key]; err != nil {
 		return nil, err
 	}
-	m := MeasuredCgroup
+	m := ansible.MeasuredCgroup
 	if t.cgroupDir == "" {
-		m = MeasuredProcessTree
+		m = ansible.MeasuredProcessTree
 	}
 	return &opened{measured: m, close: func() {}, alive: func() (bool, error) {
 		w.mu.Lock()
@@ -69,7 +71,7 @@ func (w *fakeWorld) open(t target) (*opened, error) {
 	}}, nil
 }
 
-func (w *fakeWorld) start(t target, o *opened) (session, error) {
+func (w *fakeWorld) start(ctx context.Context, t target, o *opened) (session, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.panicky[t.key] {
@@ -80,20 +82,21 @@ func (w *fakeWorld) start(t target, o *opened) (session, error) {
 	return s, nil
 }
 
-func (w *fakeWorld) info(ctx context.Context, jobID string) (jobInfo, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.infoErr != nil {
-		return jobInfo{}, w.infoErr
+func (s *fakeSession) info() (ansible.JobInfo, bool, bool) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	i, ok := s.w.infos[s.t.jobID]
+	if s.w.infoErr != nil || !ok {
+		return ansible.JobInfo{}, false, false
 	}
-	return w.infos[jobID], nil
+	return i, finalStatus(i.Status), true
 }
 
 func (w *fakeWorld) set(f func()) { w.mu.Lock(); defer w.mu.Unlock(); f() }
 
-func (s *fakeSession) setInfo(i jobInfo) { s.w.set(func() { s.infos = append(s.infos, i) }) }
-func (s *fakeSession) stopSampling()     { s.w.set(func() { s.stopped = time.Now() }) }
-func (s *fakeSession) close()            { s.w.set(func() { s.closed = time.Now() }) }
+func (s *fakeSession) setInfo(i ansible.JobInfo) { s.w.set(func() { s.infos = append(s.infos, i) }) }
+func (s *fakeSession) stopSampling()             { s.w.set(func() { s.stopped = time.Now() }) }
+func (s *fakeSession) close()                    { s.w.set(func() { s.closed = time.Now() }) }
 func (s *fakeSession) eventsComplete() bool {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
@@ -105,8 +108,16 @@ func testConfig() Config {
 		AWXPollInterval: time.Second, DrainTimeout: time.Minute}
 }
 
-func running(status string) jobInfo {
-	return jobInfo{templateID: "7", templateName: "deploy", status: status, final: finalStatus(status)}
+func running(status string) ansible.JobInfo {
+	return ansible.JobInfo{TemplateID: "7", TemplateName: "deploy", Status: status}
+}
+
+func finalStatus(status string) bool {
+	switch status {
+	case "successful", "failed", "error", "canceled":
+		return true
+	}
+	return false
 }
 
 // A job is sampled from the first scan after its start until its cgroup
@@ -138,7 +149,7 @@ func TestJobLifecycle(t *testing.T) {
 			if !s.stopped.IsZero() || !s.closed.IsZero() {
 				t.Fatalf("a running job's session was stopped")
 			}
-			if len(s.infos) != 1 || s.infos[0] != (jobInfo{templateID: "7", templateName: "deploy", status: "running", measured: MeasuredCgroup}) {
+			if len(s.infos) != 1 || s.infos[0] != (ansible.JobInfo{TemplateID: "7", TemplateName: "deploy", Status: "running", Measured: ansible.MeasuredCgroup}) {
 				t.Fatalf("infos %+v, want one running info measured by cgroup", s.infos)
 			}
 			w.alive["libpod-a"] = false
@@ -165,7 +176,7 @@ func TestJobLifecycle(t *testing.T) {
 			if s.closed.IsZero() || s.closed.Before(ended.Add(6*time.Second)) {
 				t.Errorf("closed at +%v, want after the events were complete (+6s)", s.closed.Sub(ended))
 			}
-			if last := s.infos[len(s.infos)-1]; last.status != "successful" || !last.final {
+			if last := s.infos[len(s.infos)-1]; last.Status != "successful" || last.Measured != ansible.MeasuredCgroup {
 				t.Errorf("last info %+v, want the final status", last)
 			}
 			_ = start
@@ -243,7 +254,7 @@ func TestAWXOutageAndDrainTimeout(t *testing.T) {
 		time.Sleep(30 * time.Second)
 		w.set(func() {
 			s := w.sessions[0]
-			if len(s.infos) != 1 || s.infos[0].measured != MeasuredProcessTree {
+			if len(s.infos) != 1 || s.infos[0].Measured != ansible.MeasuredProcessTree {
 				t.Fatalf("infos %+v, want one measured by process tree", s.infos)
 			}
 			w.alive["p"] = false

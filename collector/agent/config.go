@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ship"
 )
 
 // ErrConfig wraps every mistake in a Config: Run returns it before doing
@@ -23,7 +23,7 @@ type Config struct {
 	Server string
 	// Transport holds the token, CA bundle and client certificate sent to
 	// Server (--token-file, --ca-file, --cert-file, --key-file).
-	Transport collector.TransportConfig
+	Transport ship.TransportConfig
 	// AWXURL is the AWX (or Ansible Automation Platform controller) base
 	// URL, e.g. https://awx.example.com (--awx-url).
 	AWXURL string
