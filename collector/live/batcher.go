@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
-
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -23,9 +22,10 @@ import (
 //
 // add is safe for concurrent use with flush.
 type batcher struct {
-	follower   *eventFollower // nil: the job has no job events
-	jobID      func() string  // "" while not decided; batches wait for it
+	events     *Events       // nil: the job has no job events
+	jobID      func() string // "" while not decided; batches wait for it
 	settle     time.Duration
+	maxPending int // samples held beyond it are sent as if settled; 0: no bound
 	maxSamples int
 	send       func(body []byte, samples int)
 	log        *slog.Logger
@@ -107,7 +107,8 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	b.mu.Lock()
 	for n < len(b.pending) && n < b.maxSamples {
 		t := b.pending[n].ms
-		if !final && b.follower != nil && !b.follower.settled(t) && nowMs-t < b.settle.Milliseconds() {
+		if !final && b.events != nil && !b.events.settled(t) && nowMs-t < b.settle.Milliseconds() &&
+			(b.maxPending <= 0 || len(b.pending)-n <= b.maxPending) {
 			break
 		}
 		n++
@@ -122,8 +123,8 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	b.mu.Unlock()
 
 	body := ship.Batch{JobID: id, Series: b.attribute(take), JobInfo: info}
-	if b.follower != nil {
-		starts, last, ok := b.follower.takeTasks()
+	if b.events != nil {
+		starts, last, ok := b.events.takeTasks()
 		for _, s := range starts {
 			body.Tasks = append(body.Tasks, ansible.Task{Counter: s.Counter, UUID: s.TaskUUID, Name: s.Task, StartMs: s.TimeMs, Play: s.Play, Role: s.Role, Path: s.TaskPath})
 		}
@@ -178,8 +179,8 @@ func (b *batcher) attribute(samples []liveSample) []ansible.Series {
 	var series []ansible.Series
 	for _, s := range samples {
 		var start ansible.JobEvent
-		if b.follower != nil {
-			start, _ = b.follower.taskAt(s.ms)
+		if b.events != nil {
+			start, _ = b.events.taskAt(s.ms)
 		}
 		k := key{s.resource, start.Counter, start.TaskUUID}
 		i, ok := index[k]

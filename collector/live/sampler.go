@@ -15,13 +15,6 @@ type liveSample struct {
 	v        float64
 }
 
-// cgroupStats is what the sampler reads; *cgroup.Cgroup implements it.
-type cgroupStats interface {
-	CPU() (time.Duration, error)
-	Memory() (current, peakSinceLast uint64, err error)
-	PIDs() (current, peakSinceLast uint64, err error)
-}
-
 // sampler reads a cgroup's counters on a schedule and turns them into
 // samples in the stored units:
 //
@@ -38,7 +31,7 @@ type cgroupStats interface {
 // one last sample of each resource (the tail of CPU time, the peak since
 // the last poll). Reading errors are logged once per resource and skipped.
 type sampler struct {
-	stats                         cgroupStats
+	stats                         Stats
 	cpuEvery, memEvery, pidsEvery time.Duration
 	emit                          func(liveSample)
 	log                           *slog.Logger
