@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/peakline/peakline/collector/discover"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -29,9 +30,15 @@ type Config struct {
 	AWXURL string
 	// AWXTokenFile holds a read-only AWX OAuth2 token (--awx-token-file).
 	AWXTokenFile string
-	// CgroupRoot is where the host's cgroup file systems are seen
-	// (--cgroup-root): "/" on the host, /host/sys/fs/cgroup's parent
-	// directories in a container that mounts them elsewhere.
+	// AWXCAFile is a PEM bundle trusted for AWX's certificate besides the
+	// system roots (--awx-ca-file).
+	AWXCAFile string
+	// AWXPageSize is the page_size of job event requests (default 200,
+	// AWX's largest).
+	AWXPageSize int
+	// CgroupRoot is the directory the host's cgroup hierarchies are in
+	// (--cgroup-root): /sys/fs/cgroup on the host (the default),
+	// /host/sys/fs/cgroup in a container that mounts the host's there.
 	CgroupRoot string
 	// ProcRoot is the host's /proc (--proc-root).
 	ProcRoot string
@@ -58,6 +65,13 @@ type Config struct {
 	// DrainTimeout bounds how long a finished job's events are still
 	// followed for its last samples' tasks (default 10m).
 	DrainTimeout time.Duration
+	// AWXSettle is the longest a sample waits for AWX to show the task it
+	// belongs to (default 5m): AWX saves events seconds late, and may be
+	// down. Past it, the sample goes out attributed with the tasks known.
+	AWXSettle time.Duration
+	// Rules say where jobs are and how their ids are told
+	// (discover.DefaultRules when zero).
+	Rules discover.Rules
 	// Logger receives the agent's log (nil: discarded).
 	Logger *slog.Logger
 }
@@ -84,7 +98,7 @@ func (cfg *Config) fillDefaults() error {
 		{"--poll-interval", cfg.PollInterval}, {"--cpu-poll-interval", cfg.CPUInterval},
 		{"--memory-poll-interval", cfg.MemoryInterval}, {"--pid-poll-interval", cfg.PIDsInterval},
 		{"--discover-interval", cfg.DiscoverInterval}, {"--awx-poll-interval", cfg.AWXPollInterval},
-		{"--drain-timeout", cfg.DrainTimeout},
+		{"--drain-timeout", cfg.DrainTimeout}, {"--awx-settle", cfg.AWXSettle},
 	} {
 		if d.v < 0 || (d.v > 0 && d.v < 10*time.Millisecond) {
 			return bad("%s: %v must be at least 10ms", d.flag, d.v)
@@ -97,7 +111,7 @@ func (cfg *Config) fillDefaults() error {
 		return bad("--max-held-samples: %d must be at least 1", cfg.MaxHeldSamples)
 	}
 	if cfg.CgroupRoot == "" {
-		cfg.CgroupRoot = "/"
+		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
@@ -126,6 +140,15 @@ func (cfg *Config) fillDefaults() error {
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 10 * time.Minute
+	}
+	if cfg.AWXSettle == 0 {
+		cfg.AWXSettle = 5 * time.Minute
+	}
+	if cfg.AWXPageSize < 0 || cfg.AWXPageSize > 200 {
+		return bad("--awx-page-size: %d must be between 1 and 200 (AWX's largest)", cfg.AWXPageSize)
+	}
+	if len(cfg.Rules.Scopes) == 0 && cfg.Rules.JobIDEnv == "" {
+		cfg.Rules = discover.DefaultRules()
 	}
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = DefaultSpoolDir(os.Geteuid())
