@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
@@ -54,7 +55,8 @@ func (n *node) open(t target) (*opened, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open process tree of job %s: %w", t.jobID, err)
 		}
-		return &opened{meter: tree, measured: ansible.MeasuredProcessTree, alive: tree.Populated, close: func() {}}, nil
+		lt := &lockedTree{t: tree}
+		return &opened{meter: lt, measured: ansible.MeasuredProcessTree, alive: lt.Populated, close: func() {}}, nil
 	}
 	if n.layout == nil {
 		return nil, fmt.Errorf("open cgroup %s: no cgroup hierarchy in --cgroup-root %s", t.cgroupDir, n.cfg.CgroupRoot)
@@ -95,6 +97,37 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 	s.Start()
 	go js.follow(ctx, n.cfg.AWXPollInterval)
 	return js, nil
+}
+
+// lockedTree makes a discover.Tree, which is not safe for concurrent use,
+// safe for the sampler and the lifecycle's emptiness check at once.
+type lockedTree struct {
+	mu sync.Mutex
+	t  *discover.Tree
+}
+
+func (l *lockedTree) CPU() (time.Duration, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.CPU()
+}
+
+func (l *lockedTree) Memory() (current, peakSinceLast uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.Memory()
+}
+
+func (l *lockedTree) PIDs() (current, peakSinceLast uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.PIDs()
+}
+
+func (l *lockedTree) Populated() (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.Populated()
 }
 
 // jobSession is a live.Session fed by an AWX follower.
