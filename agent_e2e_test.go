@@ -66,6 +66,9 @@ const awxToken = "awx-read-only-token"
 
 func newE2ENode(t *testing.T) *e2eNode {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real ansible-runner jobs for about 20s")
+	}
 	needCgroups(t)
 	needTool(t, "ansible-runner", "python3-ansible-runner ansible")
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
@@ -77,7 +80,7 @@ func newE2ENode(t *testing.T) *e2eNode {
 	t.Cleanup(n.awx.Close)
 	n.tokenFile = filepath.Join(t.TempDir(), "awx-token")
 	must(t, os.WriteFile(n.tokenFile, []byte(awxToken+"\n"), 0o600))
-	t.Cleanup(func() { removeCgroupTree(t, n.parent) })
+	t.Cleanup(func() { removeCgroupTree(n.parent) })
 	return n
 }
 
@@ -110,7 +113,7 @@ func (n *e2eNode) kubernetesCgroup() []string {
 }
 
 // removeCgroupTree kills what is left in a test's cgroups and removes them.
-func removeCgroupTree(t *testing.T, parent string) {
+func removeCgroupTree(parent string) {
 	for _, c := range e2eControllers {
 		top := filepath.Join("/sys/fs/cgroup", c, parent)
 		var dirs []string
