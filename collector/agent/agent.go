@@ -52,6 +52,8 @@ type session interface {
 	info() (info ansible.JobInfo, final, ok bool)
 	// setInfo sets the job's info the next batch carries.
 	setInfo(info ansible.JobInfo)
+	// held returns the samples taken and not sent yet.
+	held() int
 	// stopSampling takes each resource's last sample and stops sampling;
 	// the held samples wait for their tasks.
 	stopSampling()

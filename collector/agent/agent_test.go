@@ -22,6 +22,7 @@ type fakeWorld struct {
 	alive    map[string]bool // key → has processes
 	openErr  map[string]error
 	panicky  map[string]bool // start panics
+	held     int             // samples every session holds
 	infoErr  error
 	infos    map[string]ansible.JobInfo
 	complete map[string]bool // job id → events complete
@@ -232,7 +233,10 @@ func TestJobFailureIsolated(t *testing.T) {
 func TestAWXOutageAndDrainTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
-		a := newAgent(testConfig(), w, slog.New(slog.DiscardHandler))
+		var logs bytes.Buffer
+		cfg := testConfig()
+		cfg.MaxHeldSamples = 1000
+		a := newAgent(cfg, w, slog.New(slog.NewTextHandler(&logs, nil)))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { a.run(ctx); close(done) }()
@@ -241,6 +245,7 @@ func TestAWXOutageAndDrainTimeout(t *testing.T) {
 			w.targets = []target{{jobID: "9", key: "p", pids: []int{100}}}
 			w.alive["p"] = true
 			w.infoErr = errors.New("503")
+			w.held = 1000
 		})
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
@@ -271,5 +276,14 @@ func TestAWXOutageAndDrainTimeout(t *testing.T) {
 		})
 		cancel()
 		<-done
+		if n := strings.Count(logs.String(), "holds the most samples"); n != 1 {
+			t.Errorf("the cap on held samples was logged %d times, want once:\n%s", n, logs.String())
+		}
 	})
+}
+
+func (s *fakeSession) held() int {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	return s.w.held
 }

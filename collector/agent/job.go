@@ -44,8 +44,13 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir)
 
 	var info ansible.JobInfo
-	final := false
+	final, warnedHeld := false, false
 	update := func() {
+		if n := s.held(); !warnedHeld && n >= a.cfg.MaxHeldSamples {
+			warnedHeld = true
+			log.Warn("the job holds the most samples allowed while their tasks are unknown (AWX lags or does not answer); older ones go out with the tasks known so far",
+				"held", n, "max_held_samples", a.cfg.MaxHeldSamples)
+		}
 		got, fin, ok := s.info()
 		if !ok {
 			return

@@ -199,6 +199,7 @@ func (j *jobSession) info() (ansible.JobInfo, bool, bool) {
 
 func (j *jobSession) setInfo(info ansible.JobInfo) { j.s.SetInfo(info) }
 func (j *jobSession) stopSampling()                { j.s.StopSampling() }
+func (j *jobSession) held() int                    { return j.s.PendingSamples() }
 
 func (j *jobSession) eventsComplete() bool {
 	m, ok := j.f.Job()
