@@ -36,8 +36,11 @@ type batcher struct {
 	info    ansible.JobInfo
 	newInfo bool // info changed since it was last sent
 
-	// zw is reused across batches: a flate writer allocates about 1 MB.
-	enc ship.Encoder // used by the flushing goroutine only
+	// Used by the flushing goroutine only: enc is reused across batches
+	// (a flate writer allocates about 1 MB); outMs is the time of each
+	// resource's newest sample sent.
+	enc   ship.Encoder
+	outMs map[string]int64
 }
 
 // add queues a sample. Two samples of one resource never share a
@@ -169,19 +172,35 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 
 // attribute groups samples into series per (resource, task), keeping the
 // order in which each series first appears.
+//
+// A regular sample whose interval holds a task start T (the start was
+// seen after the poll, so the sampler took no boundary sample) is
+// restamped T−1ms and so attributed to the task before T, as a boundary
+// sample would have been; the newest start ≤ its time decides. This keeps
+// each resource's times strictly increasing: T−1 is after the interval's
+// start, which is at or after the previous sample of the resource.
 func (b *batcher) attribute(samples []liveSample) []ansible.Series {
 	type key struct {
 		resource string
 		counter  int64
 		uuid     string
 	}
+	if b.outMs == nil {
+		b.outMs = map[string]int64{}
+	}
 	index := map[key]int{}
 	var series []ansible.Series
 	for _, s := range samples {
 		var start ansible.JobEvent
 		if b.events != nil {
-			start, _ = b.events.taskAt(s.ms)
+			var ok bool
+			start, ok = b.events.taskAt(s.ms)
+			if t := start.TimeMs; ok && !s.boundary && s.fromMs < t-1 && b.outMs[s.resource] < t-1 {
+				s.ms = t - 1
+				start, _ = b.events.taskAt(s.ms)
+			}
 		}
+		b.outMs[s.resource] = s.ms
 		k := key{s.resource, start.Counter, start.TaskUUID}
 		i, ok := index[k]
 		if !ok {

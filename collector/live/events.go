@@ -32,13 +32,29 @@ type Events struct {
 	newestMs int64
 	// complete: no event will be added anymore.
 	complete bool
+	// newStartMs is the newest task start added since the sampler last
+	// took one (takeStart); wake, of capacity 1, tells that there is one.
+	newStartMs   int64
+	haveNewStart bool
+	wake         chan struct{}
 }
 
 // NewEvents returns an empty Events.
-func NewEvents() *Events { return &Events{} }
+func NewEvents() *Events { return &Events{wake: make(chan struct{}, 1)} }
 
-// Add records evs. It does not keep evs.
+// Add records evs. It does not keep evs. A task start among them makes a
+// session over e close its samples' intervals at once (see sampler).
 func (e *Events) Add(evs []ansible.JobEvent) {
+	if e.add(evs) {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// add records evs and reports whether they hold a task start.
+func (e *Events) add(evs []ansible.JobEvent) (newStart bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	sorted := true
@@ -55,10 +71,29 @@ func (e *Events) Add(evs []ansible.JobEvent) {
 		}
 		e.starts = append(e.starts, ev)
 		e.unsent = append(e.unsent, ev)
+		if !e.haveNewStart || ev.TimeMs > e.newStartMs {
+			e.newStartMs, e.haveNewStart = ev.TimeMs, true
+		}
+		newStart = true
 	}
 	if !sorted {
 		slices.SortFunc(e.starts, compareStarts)
 	}
+	return newStart
+}
+
+// startAdded is ready when a task start was added since the previous
+// takeStart; it is nil for a zero Events.
+func (e *Events) startAdded() <-chan struct{} { return e.wake }
+
+// takeStart returns the newest task start time added since the previous
+// call; ok is false when none was.
+func (e *Events) takeStart() (ms int64, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ms, ok = e.newStartMs, e.haveNewStart
+	e.haveNewStart = false
+	return ms, ok
 }
 
 // Complete tells that no event will be added anymore (the job is over and

@@ -161,10 +161,12 @@ func TestBatcherAttributesAndWaitsForEvents(t *testing.T) {
 		send: func(body []byte, n int) { sent = append(sent, decodeBody(t, body)) },
 		log:  testLogger(t),
 	}
+	// Readings of an instant (fromMs = ms): no interval holds a task
+	// start, so none is restamped (see TestBatcherRestampsStraddlingSample).
 	for i := int64(0); i < 10; i++ { // a sample every 500ms for 5s
-		b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 500*i, v: float64(i)})
+		b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 500*i, fromMs: base + 500*i, v: float64(i)})
 	}
-	b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 4500, v: 99}) // same ms: moved 1ms on
+	b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 4500, fromMs: base + 4500, v: 99}) // same ms: moved 1ms on
 
 	now := time.UnixMilli(base + 4900)
 	if n := b.flush(now, false); n != 0 {

@@ -151,6 +151,7 @@ func newSession(cfg SessionConfig, jobID func() string) (*Session, error) {
 		emit:      s.emit,
 		log:       cfg.Logger,
 		now:       cfg.Now,
+		events:    cfg.Events,
 	}
 	return s, nil
 }
