@@ -36,6 +36,7 @@ import (
 
 	"github.com/peakline/peakline/bench"
 	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/live"
 	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/server"
@@ -226,8 +227,9 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var dataDir, serverURL, jobID, templateID, templateName string
 	var tc ship.TransportConfig
+	var awxCfg awx.Config
 	cmd := &cobra.Command{
-		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] PATH...",
+		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] [--awx-url URL --awx-token-file FILE] PATH...",
 		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
 		Long: `Import reads each PATH, which may be:
   - an ansible-runner private data dir (artifacts/<ident>/job_events + profiling_data/),
@@ -240,7 +242,13 @@ same tree twice stores nothing twice.
 A runner dir's env/extravars (as AWX writes them: awx_job_id,
 awx_job_template_id, awx_job_template_name, or tower_*) give the job its
 template, and its id when awx_job_id is there; artifacts/<ident>/status
-its status. --job, --template and --template-name override them.`,
+its status. --job, --template and --template-name override them.
+
+With --awx-url (and --awx-token-file, a read-only AWX token), --job is the
+AWX job id: the job's events and metadata are read from the AWX API and
+attribute the samples of PATH (cgroup_perf_recap files, profiling data, a
+runner tree without job_events, files a previous agent left) to its tasks;
+the job gets the template, status and playbook AWX names.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
@@ -261,9 +269,24 @@ its status. --job, --template and --template-name override them.`,
 					return err
 				}
 			}
-			jobs, err := readJobs(cmd.ErrOrStderr(), paths, ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName})
+			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
+			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
+			if awxCfg.URL != "" {
+				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, logger); err != nil {
+					return err
+				}
+				opts.Events = fromAWX.events
+			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
+				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
+			}
+			jobs, err := readJobs(cmd.ErrOrStderr(), paths, opts)
 			if err != nil {
 				return err
+			}
+			if fromAWX != nil {
+				for _, j := range jobs {
+					fromAWX.setInfo(j, templateID, templateName)
+				}
 			}
 			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)
 			if dataDir != "" {
@@ -314,6 +337,7 @@ its status. --job, --template and --template-name override them.`,
 	f.StringVar(&templateID, "template", "", "job template id of the jobs (default: awx_job_template_id of env/extravars)")
 	f.StringVar(&templateName, "template-name", "", "job template name of the jobs (default: awx_job_template_name of env/extravars)")
 	clientFlags(f, &tc)
+	awxFlags(f, &awxCfg)
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package ansible
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -18,6 +19,12 @@ type ReadOptions struct {
 	// Progress, when set, is called after each file is read, on Read's
 	// goroutine, with the files read so far and the total.
 	Progress func(doneFiles, totalFiles int)
+	// Events, when not nil, are the job's events in place of the job_events
+	// dir the path may hold: those AWX's API gives for a job whose samples
+	// came from elsewhere. They attribute the samples as the job's own
+	// event files would. It is an error when the path holds several jobs.
+	// Read does not modify them.
+	Events []JobEvent
 }
 
 // Read reads the jobs stored under path, whose layout it detects:
@@ -70,6 +77,12 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 		}
 		srcs[0].id = opts.JobID
 	}
+	if opts.Events != nil {
+		if len(srcs) > 1 {
+			return nil, fmt.Errorf("cannot use the given job events for %q: %w; read one of them", path, ErrSeveralJobs)
+		}
+		srcs[0].eventsDir = ""
+	}
 	infos := make([]JobInfo, len(srcs))
 	for i := range srcs {
 		if err := sourceInfo(&srcs[i], &infos[i], opts); err != nil {
@@ -99,6 +112,9 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 		}
 	}
 
+	if opts.Events != nil {
+		events[0] = slices.Clone(opts.Events)
+	}
 	for i := range srcs {
 		for _, p := range eventFiles[i] {
 			ev, err := readEventFile(p, r.in)

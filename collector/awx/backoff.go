@@ -10,17 +10,20 @@ import (
 // failure in a row, at most Max, or the server's Retry-After when longer
 // (capped at Max too). Jitter, when set, returns a number in [0, 1) and
 // takes up to a fifth off each delay, so that agents that failed together
-// do not come back together. The zero value starts at DefaultBackoffBase
+// do not come back together. Tries bounds the requests Retry makes for one
+// call (0 means DefaultTries). The zero value starts at DefaultBackoffBase
 // and stays under DefaultBackoffMax.
 type Backoff struct {
 	Base, Max time.Duration
 	Jitter    func() float64
+	Tries     int
 }
 
 // Defaults of Backoff.
 const (
 	DefaultBackoffBase = time.Second
 	DefaultBackoffMax  = 5 * time.Minute
+	DefaultTries       = 8
 )
 
 // Delay returns the wait before the next request after failures failed
@@ -43,20 +46,21 @@ func (b Backoff) Delay(failures int, retryAfter time.Duration) time.Duration {
 	return min(max(d, retryAfter), maxDelay)
 }
 
-// maxTries bounds the requests Retry makes for one call.
-const maxTries = 8
-
 // Retry calls do until it succeeds, fails with an error that is not a
-// *RetryableError, or has failed maxTries (8) times, waiting b.Delay between
+// *RetryableError, or has failed b.Tries times, waiting b.Delay between
 // tries with sleep (nil: a timer on ctx). It returns do's last error.
 func Retry(ctx context.Context, b Backoff, sleep func(context.Context, time.Duration) error, do func() error) error {
 	if sleep == nil {
 		sleep = sleepCtx
 	}
+	tries := b.Tries
+	if tries <= 0 {
+		tries = DefaultTries
+	}
 	for failures := 1; ; failures++ {
 		err := do()
 		var re *RetryableError
-		if err == nil || !errors.As(err, &re) || failures >= maxTries {
+		if err == nil || !errors.As(err, &re) || failures >= tries {
 			return err
 		}
 		if err := sleep(ctx, b.Delay(failures, re.RetryAfter)); err != nil {

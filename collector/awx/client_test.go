@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/awx/awxtest"
 )
@@ -160,6 +161,9 @@ func TestClientJob(t *testing.T) {
 		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true}
 	if got != want || !got.Final() {
 		t.Fatalf("job %+v, want %+v", got, want)
+	}
+	if info := got.Info(); info != (ansible.JobInfo{TemplateID: "7", TemplateName: "perf loops", Status: "successful", Playbook: "loops.yml"}) {
+		t.Fatalf("info %+v", info)
 	}
 	_, err = c.Job(context.Background(), 43)
 	if !errors.Is(err, awx.ErrJobNotFound) || !strings.Contains(err.Error(), "43") {
@@ -400,5 +404,47 @@ func TestBackoffDelay(t *testing.T) {
 	}
 	if got := (awx.Backoff{}).Delay(1, 0); got != awx.DefaultBackoffBase {
 		t.Fatalf("zero Backoff: %v", got)
+	}
+}
+
+func TestClientBoundsRequestsInFlight(t *testing.T) {
+	arrived := make(chan struct{}, 8)
+	release := make(chan struct{})
+	var inFlight, most atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		arrived <- struct{}{}
+		<-release
+		inFlight.Add(-1)
+		w.Write([]byte(`{"id": 1, "status": "running"}`))
+	}))
+	defer srv.Close()
+	c, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken), MaxInFlight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := c.Job(context.Background(), 1); errs <- err }()
+	}
+	<-arrived
+	<-arrived
+	// Both slots are taken: a third request waits for one, and gives up
+	// with its context without reaching the server.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Job(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third request: %v, want the context's deadline", err)
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := most.Load(); m != 2 || len(arrived) != 0 {
+		t.Fatalf("%d requests in flight at most, %d more arrived; want 2 and none", m, len(arrived))
 	}
 }

@@ -11,14 +11,17 @@
 //     requests in flight across all jobs, and typed errors (AuthError,
 //     ErrJobNotFound, RetryableError) with the backoff that 429, 5xx and
 //     network errors call for (Backoff);
-//   - the per-job follower (Follower), which turns the job's events into
-//     task starts, one request per poll at most;
+//   - the per-job follower (Follower), one request per poll at most, which
+//     keeps its position in the job's events through AWX outages and hands
+//     them, in counter order, to a Sink (a session's live.Events), where
+//     they become the task starts samples are attributed to;
 //   - in awx/awxtest, a fake AWX API server for tests that serves real
 //     ansible-runner job_events directories in the API's shape.
 //
 // It does not own sampling, attribution of samples to tasks or shipping:
-// those stay in the collector's other packages, which take the task starts
-// this package produces.
+// those stay in collector/live, collector/ansible and collector/ship, which
+// take the events this package reads (Event.JobEvent, Job.Info). It imports
+// collector/ansible only.
 //
 // The AWX API facts relied on, read from the AWX sources (ansible/awx,
 // releases 21 to 24):

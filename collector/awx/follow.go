@@ -6,9 +6,10 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 // Defaults of FollowerConfig.
@@ -33,12 +34,26 @@ type FollowerConfig struct {
 	// Log receives a line when the follower starts failing and when it
 	// recovers; nil discards them.
 	Log *slog.Logger
+	// Sink, when set, gets every event as the follower takes it, each
+	// once, in counter order and never past a hole, and Complete once the
+	// events are complete (Done). *live.Events is one.
+	Sink Sink
+}
+
+// Sink takes a Follower's events: a session's live.Events.
+type Sink interface {
+	// Add records events; it must not keep evs.
+	Add(evs []ansible.JobEvent)
+	// Complete tells that no event will be added anymore.
+	Complete()
 }
 
 // Follower follows one AWX job's events: each Poll makes at most one
 // request, for the job's metadata or for the next page of its events, and
-// the follower turns the events into task starts. It is safe for
-// concurrent use: one goroutine polls, others ask.
+// the follower hands the events to its Sink, where a session finds the
+// task starts. One goroutine polls (Poll must not run concurrently with
+// itself, so that the sink gets the events in order); the other methods
+// are safe to call from any goroutine.
 //
 // Its position is the highest counter below which every event was seen
 // (AWX's callback receiver may save events out of counter order); it asks
@@ -56,21 +71,15 @@ type Follower struct {
 	meta     Job
 	haveMeta bool
 	metaDue  bool
-	// finalAsked tells that the metadata said the job is final before the
-	// newest events request was sent.
-	finalAsked bool
 
 	cursor   int64           // every counter <= cursor was seen
 	above    map[int64]Event // events seen above cursor
 	gapSince time.Time       // when the hole above cursor was first seen; zero when none
 	starts   []Event         // task starts seen, by created time then counter
-	unsent   []Event         // task starts not taken yet
+	taken    []Event         // events taken by this Poll, for the sink
 	newest   time.Time       // newest created time of the events up to cursor
-	last     Event           // the event with the highest counter up to cursor
-	lastSent bool            // TakeTasks returned last already
-	seen     map[int64]bool  // counters of the task starts recorded
-	stats    bool            // playbook_on_stats seen
 	done     bool            // every event is in
+	told     bool            // the sink was told Complete
 	requests int             // requests made
 	failures int             // failed requests in a row
 	lastErr  error           // the last request's error, nil after a success
@@ -91,7 +100,7 @@ func NewFollower(c *Client, id int64, cfg FollowerConfig) *Follower {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Follower{client: c, id: id, cfg: cfg, above: map[int64]Event{}, seen: map[int64]bool{}}
+	return &Follower{client: c, id: id, cfg: cfg, above: map[int64]Event{}}
 }
 
 // JobID returns the AWX job id followed.
@@ -141,7 +150,32 @@ func (f *Follower) Poll(ctx context.Context) error {
 		}
 	}
 	f.settle(err)
+	f.feed()
 	return err
+}
+
+// feed hands the events taken to the sink, and Complete once done. Only
+// the polling goroutine calls it, so the sink gets them in order.
+func (f *Follower) feed() {
+	f.mu.Lock()
+	taken := f.taken
+	f.taken = nil
+	complete := f.done && !f.told
+	f.told = f.told || f.done
+	f.mu.Unlock()
+	if f.cfg.Sink == nil {
+		return
+	}
+	if len(taken) > 0 {
+		evs := make([]ansible.JobEvent, len(taken))
+		for i, ev := range taken {
+			evs[i] = ev.JobEvent()
+		}
+		f.cfg.Sink.Add(evs)
+	}
+	if complete {
+		f.cfg.Sink.Complete()
+	}
 }
 
 // settle records a request's outcome and sets the backoff.
@@ -179,17 +213,12 @@ func (f *Follower) settle(err error) {
 func (f *Follower) add(evs []Event, finalBefore bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fresh := 0
 	for _, ev := range evs {
-		if ev.Counter <= f.cursor {
-			continue
+		if ev.Counter > f.cursor {
+			f.above[ev.Counter] = ev // a repeat replaces itself
 		}
-		if _, ok := f.above[ev.Counter]; ok {
-			continue
-		}
-		f.above[ev.Counter] = ev
-		fresh++
 	}
+	before := f.cursor
 	f.advance()
 	if len(evs) == 0 {
 		if finalBefore {
@@ -200,13 +229,14 @@ func (f *Follower) add(evs []Event, finalBefore bool) {
 		}
 		f.metaDue = true
 	}
-	if fresh == 0 && len(f.above) > 0 {
-		if f.gapSince.IsZero() {
-			f.gapSince = f.cfg.Now()
-		} else if f.cfg.Now().Sub(f.gapSince) >= f.cfg.GapWait {
-			f.cfg.Log.Warn("awx: passing a hole in the job's event counters", "job", f.id, "after", f.cursor)
-			f.passGap()
-		}
+	switch now := f.cfg.Now(); {
+	case len(f.above) == 0:
+		f.gapSince = time.Time{}
+	case f.gapSince.IsZero() || f.cursor != before:
+		f.gapSince = now // a new hole, at the new position
+	case now.Sub(f.gapSince) >= f.cfg.GapWait:
+		f.cfg.Log.Warn("awx: passing a hole in the job's event counters", "job", f.id, "after", f.cursor)
+		f.passGap()
 	}
 }
 
@@ -220,9 +250,6 @@ func (f *Follower) advance() {
 		delete(f.above, f.cursor+1)
 		f.cursor++
 		f.take(ev)
-	}
-	if len(f.above) == 0 {
-		f.gapSince = time.Time{}
 	}
 }
 
@@ -241,24 +268,19 @@ func (f *Follower) passGap() {
 	f.gapSince = time.Time{}
 }
 
-// take records an event at the cursor.
+// take records an event at the cursor; each counter comes once.
 func (f *Follower) take(ev Event) {
+	f.taken = append(f.taken, ev)
 	if ev.Created.After(f.newest) {
 		f.newest = ev.Created
 	}
-	if ev.Counter >= f.last.Counter {
-		f.last, f.lastSent = ev, false
-	}
 	if ev.Event == EventStats {
-		f.stats, f.done = true, true
+		f.done = true
 	}
-	if !ev.TaskStart() || f.seen[ev.Counter] {
-		return
+	if ev.TaskStart() {
+		i, _ := slices.BinarySearchFunc(f.starts, ev, compareStarts)
+		f.starts = slices.Insert(f.starts, i, ev)
 	}
-	f.seen[ev.Counter] = true
-	i, _ := slices.BinarySearchFunc(f.starts, ev, compareStarts)
-	f.starts = slices.Insert(f.starts, i, ev)
-	f.unsent = append(f.unsent, ev)
 }
 
 func compareStarts(a, b Event) int {
@@ -266,42 +288,6 @@ func compareStarts(a, b Event) int {
 		return c
 	}
 	return cmp.Compare(a.Counter, b.Counter)
-}
-
-// TaskAt returns the task start with the latest created time at or
-// before t (the highest counter among equal times); ok is false before the
-// first task start seen.
-func (f *Follower) TaskAt(t time.Time) (start Event, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	i := sort.Search(len(f.starts), func(i int) bool { return f.starts[i].Created.After(t) })
-	if i == 0 {
-		return Event{}, false
-	}
-	return f.starts[i-1], true
-}
-
-// Settled tells whether every task that started at or before t is known:
-// an event created at or after t was seen with no hole before it, or the
-// events are complete.
-func (f *Follower) Settled(t time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.done || (!f.newest.IsZero() && !f.newest.Before(t))
-}
-
-// TakeTasks returns the task starts not returned before, in the order
-// they were seen, and the event with the highest counter when it changed
-// since the previous call (else ok is false). The caller owns the slice.
-func (f *Follower) TakeTasks() (starts []Event, last Event, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	starts, f.unsent = f.unsent, nil
-	if f.cursor > 0 && !f.lastSent {
-		f.lastSent = true
-		return starts, f.last, true
-	}
-	return starts, Event{}, false
 }
 
 // Starts returns a copy of every task start seen, ordered by created

@@ -1,6 +1,7 @@
 package awx_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -11,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peakline/peakline/collector"
+	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/awx/awxtest"
+	"github.com/peakline/peakline/collector/live"
 )
 
 // clock is a settable clock shared by the fake and the follower.
@@ -38,9 +40,9 @@ func (c *clock) add(d time.Duration) { c.set(c.now().Add(d)) }
 
 // runnerTasks reads the runner tree's tasks as the importer does: the
 // reference the follower's task starts must equal.
-func runnerTasks(t *testing.T, tree string) []collector.Task {
+func runnerTasks(t *testing.T, tree string) []ansible.Task {
 	t.Helper()
-	jobs, err := collector.Read(tree, collector.ReadOptions{})
+	jobs, err := ansible.Read(tree, ansible.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,16 +52,61 @@ func runnerTasks(t *testing.T, tree string) []collector.Task {
 	return jobs[0].Tasks
 }
 
-// eventTasks makes task starts comparable with the runner's tasks.
-func eventTasks(starts []awx.Event) []collector.Task {
-	out := make([]collector.Task, len(starts))
-	for i, ev := range starts {
-		out[i] = collector.Task{Counter: ev.Counter, UUID: ev.TaskUUID, Name: ev.Task, StartMs: ev.Created.Round(time.Millisecond).UnixMilli(), Play: ev.Play, Role: ev.Role, Path: ev.TaskPath}
+// sink records what a follower hands on.
+type sink struct {
+	mu        sync.Mutex
+	evs       []ansible.JobEvent
+	completes int
+}
+
+func (s *sink) Add(evs []ansible.JobEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evs = append(s.evs, evs...)
+}
+
+func (s *sink) Complete() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.completes++
+}
+
+func (s *sink) counters() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, len(s.evs))
+	for i, ev := range s.evs {
+		out[i] = ev.Counter
 	}
 	return out
 }
 
-func stripEnds(tasks []collector.Task) []collector.Task {
+// A session's Events takes a follower's events.
+var _ awx.Sink = live.NewEvents()
+
+// sinkTasks makes the task starts a sink got comparable with the runner's
+// tasks, in the order the importer sorts them.
+func sinkTasks(evs []ansible.JobEvent) []ansible.Task {
+	var out []ansible.Task
+	for _, ev := range evs {
+		if ev.TaskStart {
+			out = append(out, ansible.Task{Counter: ev.Counter, UUID: ev.TaskUUID, Name: ev.Task, StartMs: ev.TimeMs, Play: ev.Play, Role: ev.Role, Path: ev.TaskPath})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ansible.Task) int { return cmp.Compare(a.StartMs, b.StartMs) })
+	return out
+}
+
+// eventTasks makes task starts comparable with the runner's tasks.
+func eventTasks(starts []awx.Event) []ansible.Task {
+	out := make([]ansible.Task, len(starts))
+	for i, ev := range starts {
+		out[i] = ansible.Task{Counter: ev.Counter, UUID: ev.TaskUUID, Name: ev.Task, StartMs: ev.Created.Round(time.Millisecond).UnixMilli(), Play: ev.Play, Role: ev.Role, Path: ev.TaskPath}
+	}
+	return out
+}
+
+func stripEnds(tasks []ansible.Task) []ansible.Task {
 	out := slices.Clone(tasks)
 	for i := range out {
 		out[i].EndMs = 0
@@ -106,7 +153,8 @@ func TestFollowerTaskStartsEqualRunnerArtifacts(t *testing.T) {
 	} {
 		t.Run(tc.ident, func(t *testing.T) {
 			c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
-			srv, f := followSetup(t, c, filepath.Join(tc.tree, "artifacts", tc.ident, "job_events"), 0, 10, awx.FollowerConfig{})
+			var got sink
+			srv, f := followSetup(t, c, filepath.Join(tc.tree, "artifacts", tc.ident, "job_events"), 0, 10, awx.FollowerConfig{Sink: &got})
 			var polls int
 			for !f.Done() {
 				if polls++; polls > 20 {
@@ -124,27 +172,17 @@ func TestFollowerTaskStartsEqualRunnerArtifacts(t *testing.T) {
 			if got := eventTasks(f.Starts()); !slices.Equal(got, want) {
 				t.Fatalf("task starts\n%+v\nwant\n%+v", got, want)
 			}
-			taken, last, ok := f.TakeTasks()
-			if !slices.Equal(eventTasks(taken), want) || !ok || last.Event != awx.EventStats {
-				t.Fatalf("TakeTasks: %d starts, last %+v", len(taken), last)
+			// The sink got every event once, in counter order, then
+			// Complete once; its task starts are the runner's.
+			n := int64(len(got.evs))
+			if !slices.Equal(got.counters(), seq(1, n)) || n < 12 || got.completes != 1 {
+				t.Fatalf("sink got counters %v, %d completes", got.counters(), got.completes)
 			}
-			if again, _, ok := f.TakeTasks(); len(again) != 0 || ok {
-				t.Fatal("TakeTasks returned starts twice")
+			if tasks := sinkTasks(got.evs); !slices.Equal(tasks, want) {
+				t.Fatalf("sink's task starts\n%+v\nwant\n%+v", tasks, want)
 			}
-			// The task running at each start, and just before the next.
-			for i, task := range want {
-				start, ok := f.TaskAt(time.UnixMilli(task.StartMs).Add(time.Millisecond))
-				if !ok || start.Counter != task.Counter {
-					t.Fatalf("TaskAt(start of %d) = %d", task.Counter, start.Counter)
-				}
-				if i > 0 {
-					if prev, _ := f.TaskAt(time.UnixMilli(task.StartMs).Add(-2 * time.Millisecond)); prev.Counter != want[i-1].Counter {
-						t.Fatalf("TaskAt(before %d) = %d, want %d", task.Counter, prev.Counter, want[i-1].Counter)
-					}
-				}
-			}
-			if _, ok := f.TaskAt(time.UnixMilli(want[0].StartMs).Add(-time.Second)); ok {
-				t.Fatal("a task before the first start")
+			if last := got.evs[n-1]; last.TimeMs != f.Newest().Round(time.Millisecond).UnixMilli() {
+				t.Fatalf("newest %v, last event at %d", f.Newest(), last.TimeMs)
 			}
 			// Events done, job still running: the metadata only, once
 			// per interval, until it is final; then nothing.
@@ -206,8 +244,8 @@ func TestFollowerSeesEventsOnlyAfterTheLag(t *testing.T) {
 	if got := counters(f.Starts()); !slices.Equal(got, []int64{3}) {
 		t.Fatalf("starts %v, want [3]", got)
 	}
-	if f.Settled(created(t, 10)) || !f.Settled(created(t, 9)) {
-		t.Fatal("settled before the event at that time was seen")
+	if !f.Newest().Equal(created(t, 9)) {
+		t.Fatalf("newest %v, want event 9's created time", f.Newest())
 	}
 	// One millisecond later it is.
 	if _, err := poll(t, c, srv, f, time.Millisecond); err != nil {
@@ -219,8 +257,8 @@ func TestFollowerSeesEventsOnlyAfterTheLag(t *testing.T) {
 	if got := counters(f.Starts()); !slices.Equal(got, []int64{3, 10}) {
 		t.Fatalf("starts %v, want [3 10]", got)
 	}
-	if !f.Settled(created(t, 10)) || f.Settled(created(t, 11)) {
-		t.Fatal("settled wrong at event 10")
+	if !f.Newest().Equal(created(t, 10)) {
+		t.Fatalf("newest %v, want event 10's created time", f.Newest())
 	}
 	if f.Done() {
 		t.Fatal("done before the stats event")
@@ -348,7 +386,8 @@ func TestFollowerWaitsForAHoleInTheCounters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 			dir := copyEvents(t, func(n int) bool { return n != 13 })
-			srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{GapWait: 10 * time.Second})
+			var got sink
+			srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{GapWait: 10 * time.Second, Sink: &got})
 			for range 2 {
 				if _, err := poll(t, c, srv, f, time.Second); err != nil {
 					t.Fatal(err)
@@ -360,8 +399,8 @@ func TestFollowerWaitsForAHoleInTheCounters(t *testing.T) {
 			if got := counters(f.Starts()); !slices.Equal(got, []int64{3, 10}) {
 				t.Fatalf("starts %v", got)
 			}
-			if f.Settled(created(t, 14)) || f.Done() {
-				t.Fatal("settled past the hole")
+			if !f.Newest().Equal(created(t, 12)) || f.Done() || !slices.Equal(got.counters(), seq(1, 12)) {
+				t.Fatalf("past the hole: newest %v, done %v, sink %v", f.Newest(), f.Done(), got.counters())
 			}
 			if fill {
 				m, _ := filepath.Glob(filepath.Join(loopsEvents, "13-*.json"))
@@ -388,6 +427,13 @@ func TestFollowerWaitsForAHoleInTheCounters(t *testing.T) {
 			if got := counters(f.Starts()); !slices.Equal(got, want) {
 				t.Fatalf("starts %v, want %v", got, want)
 			}
+			wantSink := seq(1, 32)
+			if !fill {
+				wantSink = slices.Delete(wantSink, 12, 13)
+			}
+			if !slices.Equal(got.counters(), wantSink) || got.completes != 1 {
+				t.Fatalf("sink got %v, %d completes", got.counters(), got.completes)
+			}
 		})
 	}
 }
@@ -395,13 +441,14 @@ func TestFollowerWaitsForAHoleInTheCounters(t *testing.T) {
 func TestFollowerDoneWithoutStatsOnceFinal(t *testing.T) {
 	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	dir := copyEvents(t, func(n int) bool { return n != 32 }) // a job killed before its stats
-	srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{})
+	var got sink
+	srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{Sink: &got})
 	for range 3 { // metadata, events 1..31, an empty page
 		if _, err := poll(t, c, srv, f, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if f.Done() || f.Position() != 31 {
+	if f.Done() || f.Position() != 31 || got.completes != 0 {
 		t.Fatalf("done %v at %d while the job runs", f.Done(), f.Position())
 	}
 	srv.SetJob(awxtest.Job{ID: 42, Status: "canceled", EventProcessingFinished: true})
@@ -418,7 +465,41 @@ func TestFollowerDoneWithoutStatsOnceFinal(t *testing.T) {
 	if n, _ := poll(t, c, srv, f, time.Minute); n != 0 {
 		t.Fatal("a request after done and final")
 	}
-	if !f.Settled(c.now()) {
-		t.Fatal("a done follower is settled at any time")
+	if !slices.Equal(got.counters(), seq(1, 31)) || got.completes != 1 {
+		t.Fatalf("sink got %v, %d completes", got.counters(), got.completes)
+	}
+}
+
+// A hole in a running job's counters is passed GapWait after it was first
+// seen, even while later events keep coming.
+func TestFollowerPassesAHoleWhileEventsFlow(t *testing.T) {
+	c := &clock{t: created(t, 16).Add(-time.Second)}
+	dir := copyEvents(t, func(n int) bool { return n != 13 })
+	var got sink
+	srv, f := followSetup(t, c, dir, 0, 0, awx.FollowerConfig{GapWait: 2 * time.Second, Sink: &got})
+	if _, err := poll(t, c, srv, f, 0); err != nil { // metadata
+		t.Fatal(err)
+	}
+	// Events up to 16 (created 04:22:23.536732): a hole at 13.
+	if _, err := poll(t, c, srv, f, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if f.Position() != 12 {
+		t.Fatalf("position %d, want 12", f.Position())
+	}
+	// One second later events up to 26 are there: still waiting.
+	if _, err := poll(t, c, srv, f, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if f.Position() != 12 || !slices.Equal(got.counters(), seq(1, 12)) {
+		t.Fatalf("position %d, sink %v; want 12 while waiting", f.Position(), got.counters())
+	}
+	// Two seconds after the hole was seen it is passed.
+	if _, err := poll(t, c, srv, f, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Concat(seq(1, 12), seq(14, f.Position()))
+	if f.Position() < 26 || !slices.Equal(got.counters(), want) {
+		t.Fatalf("position %d, sink %v", f.Position(), got.counters())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
 
 var (
@@ -88,6 +90,16 @@ func (j Job) Final() bool {
 	return false
 }
 
+// Info returns the job's info as Peakline stores it: the template id and
+// name, the status and the playbook ("" for what AWX did not say).
+func (j Job) Info() ansible.JobInfo {
+	info := ansible.JobInfo{TemplateName: j.TemplateName, Status: j.Status, Playbook: j.Playbook}
+	if j.TemplateID != 0 {
+		info.TemplateID = JobID(j.TemplateID)
+	}
+	return info
+}
+
 // Event is an AWX job event reduced to what attribution needs.
 type Event struct {
 	Counter int64
@@ -115,6 +127,15 @@ func (e Event) TaskStart() bool {
 		return true
 	}
 	return false
+}
+
+// JobEvent returns the event as the collector's attribution takes it:
+// created rounded to the millisecond, as ansible.ParseCreated does.
+func (e Event) JobEvent() ansible.JobEvent {
+	return ansible.JobEvent{
+		Counter: e.Counter, TimeMs: e.Created.Round(time.Millisecond).UnixMilli(), TaskStart: e.TaskStart(),
+		UUID: e.UUID, TaskUUID: e.TaskUUID, Task: e.Task, Play: e.Play, Role: e.Role, TaskPath: e.TaskPath, Playbook: e.Playbook,
+	}
 }
 
 // EventStats is the event type that ends a playbook run.
@@ -237,5 +258,5 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// JobID formats an AWX job id as the job id Peakline stores.
+// JobID formats an AWX id (of a job or a template) as Peakline stores it.
 func JobID(id int64) string { return strconv.FormatInt(id, 10) }

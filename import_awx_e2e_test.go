@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/awx/awxtest"
+)
+
+// TestImportAWXEvents imports a runner tree stripped of its job_events,
+// whose events and metadata come from a fake AWX serving the runner's own
+// event files: the stored tasks are the runner's (counters, names, starts)
+// and the job carries the template AWX names, its status and playbook.
+func TestImportAWXEvents(t *testing.T) {
+	const src = "testdata/ansible/runner-basic"
+	tree := copyTree(t, src)
+	if err := os.RemoveAll(filepath.Join(tree, "artifacts", "demo2", "job_events")); err != nil {
+		t.Fatal(err)
+	}
+	awxSrv := awxtest.NewServer(awxtest.Options{Token: "awx-read-token"})
+	defer awxSrv.Close()
+	awxSrv.AddJob(awxtest.Job{ID: 4242, Name: "perf demo run", Status: "successful", TemplateID: 77, TemplateName: "perf demo",
+		Playbook: "perf.yml", ExecutionNode: "exec-1", EventProcessingFinished: true}, filepath.Join(src, "artifacts", "demo2", "job_events"))
+	tokenFile := filepath.Join(t.TempDir(), "awx-token")
+	if err := os.WriteFile(tokenFile, []byte("awx-read-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+
+	// Mistakes first: nothing is stored by them.
+	f := func(want string, args ...string) {
+		t.Helper()
+		out, err := run(t, append([]string{"import", "--data", data}, args...)...)
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("import %v: %v, output %q, want it to name %q", args, err, out, want)
+		}
+	}
+	f("--job", "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, tree)
+	f("--job", "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, "--job", "x", tree)
+	f("--awx-token-file", "--awx-url", awxSrv.URL, "--job", "4242", tree)
+	dead := httptest.NewServer(nil)
+	dead.Close()
+	f("--awx-url "+dead.URL, "--awx-url", dead.URL, "--awx-token-file", tokenFile, "--job", "4242", tree)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	os.WriteFile(wrong, []byte("nope\n"), 0o600)
+	f(wrong, "--awx-url", awxSrv.URL, "--awx-token-file", wrong, "--job", "4242", tree)
+	f("job not found", "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, "--job", "4243", tree)
+
+	out, err := run(t, "import", "--data", data, "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, "--job", "4242", tree)
+	if err != nil {
+		t.Fatalf("import --awx-url: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "awx-read-token") {
+		t.Fatalf("the output shows the token:\n%s", out)
+	}
+	// The wrong token's one request (no retry), then one for the job and
+	// one for its 12 events.
+	if n := awxSrv.RequestCount(4242); n != 1+2 {
+		t.Fatalf("%d requests for job 4242, want 3", n)
+	}
+
+	s := serve(t, "--data", data)
+	var jobs struct {
+		Jobs []struct {
+			JobID        string         `json:"job_id"`
+			TemplateID   string         `json:"template_id"`
+			TemplateName string         `json:"template_name"`
+			Status       string         `json:"status"`
+			Playbook     string         `json:"playbook"`
+			Samples      map[string]int `json:"samples"`
+		} `json:"jobs"`
+	}
+	httpJSON(t, s.URL+"/api/v1/jobs", &jobs)
+	if len(jobs.Jobs) != 1 {
+		t.Fatalf("%d jobs stored, want 1: %+v", len(jobs.Jobs), jobs.Jobs)
+	}
+	j := jobs.Jobs[0]
+	if j.JobID != "4242" || j.TemplateID != "77" || j.TemplateName != "perf demo" || j.Status != "successful" || j.Playbook != "perf.yml" {
+		t.Fatalf("job info %+v", j)
+	}
+
+	// The tasks are the runner's own, as importing the whole tree gives.
+	ref, err := ansible.Read(src, ansible.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, task := range ref[0].Tasks {
+		want = append(want, taskLine(task.Counter, task.Name, task.StartMs))
+	}
+	var tasks struct {
+		Tasks []struct {
+			Counter int64  `json:"counter"`
+			Name    string `json:"name"`
+			Start   int64  `json:"start"`
+		} `json:"tasks"`
+	}
+	httpJSON(t, s.URL+"/api/v1/jobs/4242/tasks", &tasks)
+	var got []string
+	for _, task := range tasks.Tasks {
+		got = append(got, taskLine(task.Counter, task.Name, task.Start))
+	}
+	if !slices.Equal(got, want) || len(want) != 3 {
+		t.Fatalf("tasks\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Every sample of the tree is stored, attributed as the whole tree's.
+	wantSamples := map[string]int{}
+	for _, ser := range ref[0].Series {
+		wantSamples[ser.Resource] += len(ser.Ts)
+	}
+	if b, _ := json.Marshal(j.Samples); !maps.Equal(j.Samples, wantSamples) {
+		t.Fatalf("samples %s, want %v", b, wantSamples)
+	}
+}
+
+func taskLine(counter int64, name string, startMs int64) string {
+	return strings.Join([]string{strconv.FormatInt(counter, 10), name, strconv.FormatInt(startMs, 10)}, " ")
+}
