@@ -40,7 +40,9 @@
 // cgroup_manager = "cgroupfs", where podman gives a container no cgroup
 // (podman's libpod/container_internal_linux.go, getOCICgroupPath: rootless
 // with the cgroupfs manager returns an empty cgroup path), so its jobs
-// share receptor.service's cgroup.
+// share receptor.service's cgroup. Such cgroups are not walked: the
+// jobs in them are found through /proc, and a shared cgroup would measure
+// every job at once.
 //
 // # Default rules and where they come from
 //
@@ -90,9 +92,20 @@
 //
 // # Cost
 //
-// A scan reads the directories below the configured tops (a few hundred
-// small getdents calls on a busy node), one cgroup.procs per container and
-// sub-group, and /proc only for containers not yet placed; with
-// ProcessTree, one comm file per process besides. BenchmarkScan measures
-// it on trees of realistic size.
+// A poll reads the directories below the configured tops (systemd scopes
+// that match no rule are not entered), nothing of a container already
+// placed, and, for a container not placed yet, its cgroup.procs and its
+// processes' comm with a doubling wait (1, 2, 4, 8 polls) between looks;
+// environ only of trusted processes, once each. With ProcessTree it reads
+// /proc's listing and the comm of new processes (a process's comm is no
+// longer read once it stayed the same for 8 looks). A Tree reads the stat
+// of its members and of new processes at each look.
+//
+// Measured on the project's CI host (2 shared vCPUs, go test -bench,
+// scan_timing_test.go): a poll of a 110-pod Kubernetes node made on a
+// real cgroup2 mount takes about 2.5 ms and 1,400 allocations; on a
+// file-system copy with a node's 45 files per cgroup 5–8 ms; a podman node
+// with 20 jobs 0.1–0.3 ms; this host 0.09 ms. A Tree tick (CPU, Memory,
+// PIDs) costs about 60 µs with ~100 processes on the host. The agent
+// should scan once a second or so, not at every 250 ms sample.
 package discover

@@ -26,12 +26,17 @@ type Job struct {
 	// KindProcessTree: such a job has no cgroup of its own, sample it
 	// with NewTree.
 	Cgroup string
+	// Dir is Cgroup's directory in the hierarchy Scan walked (below
+	// cgroupRoot; on v1 the memory hierarchy's). Empty for
+	// KindProcessTree.
+	Dir string
 	// ContainerID is the container's 64-hex id; empty for
 	// KindProcessTree.
 	ContainerID string
-	// PIDs are, for a container, the processes in its cgroup and
-	// sub-groups at the time of the scan; for KindProcessTree, the trusted
-	// processes whose environment names the job (the roots of its tree).
+	// PIDs are, for a container, the processes that were in its cgroup
+	// and sub-groups when the scan that placed it ran (not read again, to
+	// keep polls cheap); for KindProcessTree, the trusted processes whose
+	// environment names the job at this scan (the roots of its tree).
 	// Ascending.
 	PIDs []int
 	// Via says how the id was found: ViaEnviron, ViaPodName or ViaConmon.
@@ -69,6 +74,12 @@ type containerState struct {
 	gen   uint64
 	jobID int64
 	via   string
+	pids  []int // at placement
+	// An unplaced container is looked at again after wait scans, the
+	// wait doubling up to maxWait: a pod's pause container or a
+	// non-AWX container costs almost nothing, a job's is placed within
+	// maxWait polls of its trusted process starting.
+	wait, waited int
 	// checked are the processes examined without finding the id, with
 	// the comm they had: examined again only when it changes (an exec).
 	checked map[int]string
@@ -82,7 +93,18 @@ type procState struct {
 	jobID   int64  // from JobIDEnv, 0 if none
 	cid     string // conmon: the container id (-c)
 	cjob    int64  // conmon: the job id from the container name
+	inScope bool   // its cgroup is a container's (by the scope rules)
+	// stable counts the looks that found the same comm; from
+	// stableAfter on, the comm is not read again while the pid lives.
+	stable int
 }
+
+// stableAfter is how many looks a process's comm must stay the same
+// before it is trusted not to change: a process execs (and changes its
+// comm) right after it is forked, or at its container's start, not
+// later. A pid that goes away and comes back between two looks is
+// taken for the same process.
+const stableAfter = 8
 
 type foundCgroup struct {
 	kind Kind
@@ -90,6 +112,9 @@ type foundCgroup struct {
 	dir  string // host directory
 	rel  string // "/machine.slice/…"
 }
+
+// maxWait is the most scans an unplaced container is skipped for.
+const maxWait = 8
 
 // v1Order are the v1 hierarchies tried, in order, when cgroupRoot is
 // not itself a hierarchy: every controller holds the same tree of
@@ -146,10 +171,6 @@ func (s *Scanner) Scan() ([]Job, error) {
 	inContainer := map[int]bool{}
 	var pending []int // indexes into s.found of podman containers without an id
 	for i, f := range s.found {
-		pids := s.cgroupPids(f.dir)
-		for _, p := range pids {
-			inContainer[p] = true
-		}
 		c := s.containers[f.id]
 		if c == nil {
 			c = &containerState{}
@@ -157,7 +178,18 @@ func (s *Scanner) Scan() ([]Job, error) {
 		}
 		c.gen = s.gen
 		if c.jobID == 0 {
+			if c.waited < c.wait {
+				c.waited++
+				continue
+			}
+			c.waited = 0
+			c.wait = min(max(1, 2*c.wait), maxWait)
+			pids := s.cgroupPids(f.dir)
+			for _, p := range pids {
+				inContainer[p] = true
+			}
 			s.placeContainer(c, f.kind, pids)
+			c.pids = pids
 		}
 		if c.jobID == 0 {
 			if f.kind == KindPodman {
@@ -165,7 +197,10 @@ func (s *Scanner) Scan() ([]Job, error) {
 			}
 			continue
 		}
-		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: pids, Via: c.via})
+		for _, p := range c.pids {
+			inContainer[p] = true
+		}
+		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, Dir: f.dir, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: c.via})
 	}
 
 	if len(pending) > 0 && s.rules.ConmonComm != "" || s.rules.ProcessTree {
@@ -178,7 +213,7 @@ func (s *Scanner) Scan() ([]Job, error) {
 			if id := conmons[f.id]; id != 0 {
 				c := s.containers[f.id]
 				c.jobID, c.via, c.checked = id, ViaConmon, nil
-				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, ContainerID: f.id, PIDs: s.cgroupPids(f.dir), Via: ViaConmon})
+				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, Dir: f.dir, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: ViaConmon})
 			}
 		}
 		if s.rules.ProcessTree {
@@ -278,7 +313,10 @@ func (s *Scanner) walk(dir, rel, top string, depth int) error {
 				return // a container's own sub-groups are not containers
 			}
 		}
-		if depth < s.rules.MaxDepth {
+		// systemd scopes are leaves of the unit tree: a container's cgroup
+		// is never below another scope (libpod-conmon-<id>.scope,
+		// session-N.scope, init.scope), so those are not read.
+		if depth < s.rules.MaxDepth && !bytes.HasSuffix(name, []byte(".scope")) {
 			s.dirs = append(s.dirs, string(name))
 		}
 	})
@@ -427,7 +465,7 @@ func environIDs(r *fileReader, rules *compiled, file string, pod bool) (jobID, p
 	return jobID, podJob
 }
 
-// procPass reads every process's comm once: it returns the trusted
+// procPass reads the comm of every process new or not yet stable: it returns the trusted
 // processes outside container cgroups by job id (roots of process-tree
 // jobs) and the job id of each container a conmon process monitors.
 func (s *Scanner) procPass(inContainer map[int]bool) (roots map[int64][]int, conmons map[string]int64, err error) {
@@ -437,21 +475,25 @@ func (s *Scanner) procPass(inContainer map[int]bool) (roots map[int64][]int, con
 	}
 	roots, conmons = map[int64][]int{}, map[string]int64{}
 	for _, pid := range s.pidBuf {
-		comm, err := s.comm(pid)
-		if err != nil {
-			continue
-		}
 		p := s.procs[pid]
-		if p == nil || p.comm != string(comm) {
-			p = &procState{comm: string(comm)}
-			s.procs[pid] = p
-			s.learn(pid, p)
+		if p == nil || p.stable < stableAfter {
+			comm, err := s.comm(pid)
+			if err != nil {
+				continue
+			}
+			if p == nil || p.comm != string(comm) {
+				p = &procState{comm: string(comm)}
+				s.procs[pid] = p
+				s.learn(pid, p)
+			} else {
+				p.stable++
+			}
 		}
 		p.gen = s.gen
 		if p.cid != "" && p.cjob != 0 {
 			conmons[p.cid] = p.cjob
 		}
-		if p.trusted && p.jobID != 0 && !inContainer[pid] {
+		if p.trusted && p.jobID != 0 && !p.inScope && !inContainer[pid] {
 			roots[p.jobID] = append(roots[p.jobID], pid)
 		}
 	}
@@ -482,6 +524,35 @@ func (s *Scanner) learn(pid int, p *procState) {
 	if p.trusted {
 		p.jobID, _ = s.environIDs(pid, false)
 	}
+	if p.jobID != 0 {
+		p.inScope = s.inContainerCgroup(pid)
+	}
+}
+
+// inContainerCgroup reports whether /proc/<pid>/cgroup puts the process
+// in a cgroup a scope rule matches, in any hierarchy: then it belongs to
+// a container job even when Scan has not looked into that container at
+// this poll, and is no process-tree root.
+func (s *Scanner) inContainerCgroup(pid int) bool {
+	b, err := s.r.read(s.procFile(pid, "cgroup"))
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		// "hierarchy-id:controllers:path"
+		parts := bytes.SplitN(line, []byte(":"), 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, elem := range bytes.Split(parts[2], []byte("/")) {
+			for _, rule := range s.rules.scopes {
+				if rule.name.Match(elem) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // conmonArgs finds the container id (-c, --cid) and name (-n, --name) in

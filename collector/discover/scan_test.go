@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,18 @@ func TestScanPodmanV2(t *testing.T) {
 	})
 }
 
+func TestScanDir(t *testing.T) {
+	for _, j := range scanTree(t, "testdata/podman-v2", DefaultRules()) {
+		if want := filepath.Join("testdata/podman-v2/cgroup", j.Cgroup); j.Dir != want {
+			t.Errorf("job %d: Dir = %q; want %q", j.ID, j.Dir, want)
+		}
+	}
+	jobs, err := Scan("testdata/kubernetes-v1", "testdata/receptor-v2/proc", DefaultRules())
+	if err == nil {
+		t.Fatalf("Scan of a missing tree = %+v; want an error", jobs)
+	}
+}
+
 func TestScanKubernetesV2(t *testing.T) {
 	got := scanTree(t, "testdata/kubernetes-v2", DefaultRules())
 	pod := func(qos, uid, id string) string {
@@ -88,6 +101,20 @@ func TestScanReceptorProcessTree(t *testing.T) {
 		{ID: 103, Kind: KindProcessTree, PIDs: []int{950, 951, 955}, Via: ViaEnviron},
 		{ID: 104, Kind: KindProcessTree, PIDs: []int{960}, Via: ViaEnviron},
 	})
+	// A process whose own cgroup is a container's belongs to that
+	// container's job, even before Scan looks into the container.
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/receptor-v2")); err != nil {
+		t.Fatal(err)
+	}
+	cg := "12:pids:/machine.slice/libpod-" + podRootful + ".scope/container\n0::/\n"
+	if err := os.WriteFile(filepath.Join(dir, "proc/960/cgroup"), []byte(cg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ids := jobIDs(scanTree(t, dir, DefaultRules())); !slices.Equal(ids, []int64{103}) {
+		t.Fatalf("with 960 in a container cgroup found %v; want [103]", ids)
+	}
+
 	r := DefaultRules()
 	r.ProcessTree = false
 	if got := scanTree(t, "testdata/receptor-v2", r); len(got) != 0 {
@@ -231,5 +258,59 @@ func TestScanCgroupOpens(t *testing.T) {
 			t.Errorf("job %d: opened %q, outside the fake host", j.ID, c.Path())
 		}
 		_ = c.Remove()
+	}
+}
+
+// TestScanV1CgroupfsDrivers lays out a v1 host whose kubelet and podman
+// use the cgroupfs driver/manager (kubepods/<qos>/pod<uid>/<id>,
+// /libpod_parent/libpod-<id>), with the hierarchies under one root as on
+// /sys/fs/cgroup: Scan walks the memory hierarchy.
+func TestScanV1CgroupfsDrivers(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		k8s    = "5b1d7f0c3a9e8d2b4c6a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c"
+		pause  = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+		podman = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+		uid    = "pod3c2b1a09-8f7e-4d6c-b5a4-392817160504"
+	)
+	for _, h := range []string{"memory", "pids", "cpuacct"} {
+		write("cgroup/"+h+"/cgroup.procs", "1\n")
+		write("cgroup/"+h+"/kubepods/burstable/"+uid+"/"+pause+"/cgroup.procs", "3001\n")
+		write("cgroup/"+h+"/kubepods/burstable/"+uid+"/"+k8s+"/cgroup.procs", "3010\n")
+		write("cgroup/"+h+"/libpod_parent/conmon/cgroup.procs", "3090\n")
+		write("cgroup/"+h+"/libpod_parent/libpod-"+podman+"/cgroup.procs", "3101\n")
+	}
+	proc := func(pid int, comm, cmdline, environ string) {
+		write(fmt.Sprintf("proc/%d/comm", pid), comm+"\n")
+		write(fmt.Sprintf("proc/%d/cmdline", pid), cmdline)
+		write(fmt.Sprintf("proc/%d/environ", pid), environ)
+	}
+	proc(1, "systemd", "/sbin/init\x00", "")
+	proc(3001, "pause", "/pause\x00", "HOSTNAME=automation-job-77-abcde\x00")
+	proc(3010, "ansible-runner", "/usr/bin/python3\x00/usr/local/bin/ansible-runner\x00worker\x00", "HOSTNAME=automation-job-77-abcde\x00")
+	proc(3090, "conmon", "conmon\x00-c\x00"+podman+"\x00-n\x00ansible_runner_78\x00", "")
+	proc(3101, "ansible-playboo", "/usr/bin/python3\x00/usr/local/bin/ansible-playbook\x00", "AWX_TOKEN=x\x00JOB_ID=78\x00")
+
+	got := scanTree(t, root, DefaultRules())
+	checkJobs(t, got, []Job{
+		{ID: 77, Kind: KindKubernetes, Cgroup: "/kubepods/burstable/" + uid + "/" + k8s, ContainerID: k8s, PIDs: []int{3010}, Via: ViaPodName},
+		{ID: 78, Kind: KindPodman, Cgroup: "/libpod_parent/libpod-" + podman, ContainerID: podman, PIDs: []int{3101}, Via: ViaEnviron},
+	})
+}
+
+func TestScanNoHierarchy(t *testing.T) {
+	_, err := Scan(t.TempDir(), "/proc", DefaultRules())
+	if err == nil || !strings.Contains(err.Error(), "no cgroup.procs") {
+		t.Fatalf("Scan of an empty directory: %v; want an error naming the missing hierarchy", err)
 	}
 }

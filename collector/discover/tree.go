@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -38,8 +39,10 @@ const clockTick = time.Second / 100
 // Each read looks at /proc afresh when the same read was already made
 // since the last look, so new children count and one sampler tick (CPU,
 // Memory, PIDs) costs one pass over /proc. A member stays one while it
-// lives, even when reparented. Not safe for concurrent use.
+// lives, even when reparented. Safe for concurrent use (a sampler and
+// the caller's Populated check may run at once).
 type Tree struct {
+	mu       sync.Mutex
 	procRoot string
 	jobID    int64
 	rules    *compiled
@@ -47,7 +50,9 @@ type Tree struct {
 
 	r       fileReader
 	pidBuf  []int
+	gen     uint64
 	snap    map[int]treeProc // this pass's processes
+	cache   map[int]*cachedProc
 	members map[int]member
 	envSeen map[procID]int64 // trusted processes' job ids, read once
 
@@ -70,6 +75,47 @@ type procID struct {
 type treeProc struct {
 	procStat
 	trusted bool
+	full    bool // read now, not taken from the cache
+}
+
+// cachedProc is what a pass keeps of a process that is no member: its
+// parent, identity and whether it is trusted. Once its comm has stayed
+// the same for stableAfter passes it is not read again while it lives.
+type cachedProc struct {
+	gen     uint64
+	start   uint64
+	ppid    int
+	trusted bool
+	comm    string
+	stable  int
+}
+
+// readProc reads a process's stat (and, for a Python interpreter, its
+// cmdline) and updates its cache entry.
+func (t *Tree) readProc(pid int) (treeProc, bool) {
+	b, err := t.r.read(t.procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return treeProc{}, false
+	}
+	st, comm, ok := parseStat(b)
+	if !ok {
+		return treeProc{}, false
+	}
+	c := t.cache[pid]
+	if c != nil && c.start == st.start && c.comm == string(comm) {
+		c.stable++
+		c.ppid = st.ppid
+	} else {
+		c = &cachedProc{start: st.start, ppid: st.ppid, comm: string(comm)}
+		trusted, python := t.rules.trustedComm(comm)
+		if !trusted && python {
+			trusted = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
+		}
+		c.trusted = trusted
+		t.cache[pid] = c
+	}
+	c.gen = t.gen
+	return treeProc{procStat: st, trusted: c.trusted, full: true}, true
 }
 
 type member struct {
@@ -98,12 +144,15 @@ func NewTree(procRoot string, jobID int64, rules Rules) (*Tree, error) {
 	return &Tree{
 		procRoot: procRoot, jobID: jobID, rules: c, pageSize: uint64(os.Getpagesize()),
 		snap: map[int]treeProc{}, members: map[int]member{}, envSeen: map[procID]int64{},
+		cache: map[int]*cachedProc{},
 	}, nil
 }
 
 // JobID is the AWX job id the tree follows.
 func (t *Tree) JobID() int64 { return t.jobID }
 
+// refresh looks at /proc again when read was already made since the
+// last look. The caller holds t.mu.
 func (t *Tree) refresh(read uint8) error {
 	if !t.scanned || t.used&read != 0 {
 		if err := t.pass(); err != nil {
@@ -117,6 +166,8 @@ func (t *Tree) refresh(read uint8) error {
 
 // CPU returns the CPU time the job's processes used (see Tree).
 func (t *Tree) CPU() (time.Duration, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readCPU); err != nil {
 		return 0, err
 	}
@@ -126,6 +177,8 @@ func (t *Tree) CPU() (time.Duration, error) {
 // Memory returns the resident memory of the job's processes in bytes and
 // the highest sum seen since the previous call.
 func (t *Tree) Memory() (current, peakSinceLast uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readMemory); err != nil {
 		return 0, 0, err
 	}
@@ -137,6 +190,8 @@ func (t *Tree) Memory() (current, peakSinceLast uint64, err error) {
 // PIDs returns the number of tasks (threads) of the job's processes and
 // the highest number seen since the previous call.
 func (t *Tree) PIDs() (current, peakSinceLast uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readPIDs); err != nil {
 		return 0, 0, err
 	}
@@ -149,6 +204,8 @@ func (t *Tree) PIDs() (current, peakSinceLast uint64, err error) {
 // Before the first trusted process appears, and after the last one and
 // its descendants are gone, it is false.
 func (t *Tree) Populated() (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.refresh(readPopulated); err != nil {
 		return false, err
 	}
@@ -157,6 +214,8 @@ func (t *Tree) Populated() (bool, error) {
 
 // Procs returns the members' pids at the last look, ascending.
 func (t *Tree) Procs() []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	pids := make([]int, 0, len(t.members))
 	for pid := range t.members {
 		pids = append(pids, pid)
@@ -168,6 +227,7 @@ func (t *Tree) Procs() []int {
 // pass reads /proc once and updates the members and the counters.
 func (t *Tree) pass() error {
 	var err error
+	t.gen++
 	t.pidBuf, err = t.r.pids(t.procRoot, t.pidBuf)
 	if err != nil {
 		return fmt.Errorf("list processes in %q: %w", t.procRoot, err)
@@ -175,21 +235,23 @@ func (t *Tree) pass() error {
 	t.scanned = true
 	clear(t.snap)
 	for _, pid := range t.pidBuf {
-		b, err := t.r.read(t.procRoot + "/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
+		if _, member := t.members[pid]; !member {
+			if c := t.cache[pid]; c != nil && c.stable >= stableAfter {
+				t.snap[pid] = treeProc{procStat: procStat{ppid: c.ppid, start: c.start}, trusted: c.trusted}
+				c.gen = t.gen
+				continue
+			}
+		}
+		p, ok := t.readProc(pid)
+		if !ok {
 			continue // gone between the listing and the read, or not readable
 		}
-		st, comm, ok := parseStat(b)
-		if !ok {
-			continue
-		}
-		p := treeProc{procStat: st}
-		trusted, python := t.rules.trustedComm(comm)
-		if !trusted && python {
-			trusted = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
-		}
-		p.trusted = trusted
 		t.snap[pid] = p
+	}
+	for pid, c := range t.cache {
+		if c.gen != t.gen {
+			delete(t.cache, pid)
+		}
 	}
 
 	// Members that left: count their time unless a member reaps them.
@@ -247,6 +309,15 @@ func (t *Tree) pass() error {
 	t.alive = false
 	for pid, m := range t.members {
 		p := t.snap[pid]
+		if !p.full {
+			// It became a member at this pass (a new root) from the
+			// cache, which keeps no times: read them.
+			var ok bool
+			if p, ok = t.readProc(pid); !ok {
+				delete(t.members, pid)
+				continue
+			}
+		}
 		m.ppid = p.ppid
 		m.ticks = p.utime + p.stime + p.cutime + p.cstime
 		t.members[pid] = m

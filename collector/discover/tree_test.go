@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/peakline/peakline/collector/live"
 )
 
 // fakeProc is a writable copy of testdata/receptor-v2/proc.
@@ -193,4 +195,33 @@ func TestNewTreeRejects(t *testing.T) {
 	if _, err := NewTree("/proc", 1, r); err == nil {
 		t.Fatal("NewTree accepted rules without a job id key")
 	}
+}
+
+// A Tree is what collector/live samples in place of a job's cgroup.
+var _ live.Stats = (*Tree)(nil)
+
+// TestTreeConcurrent reads a tree from two goroutines, as a sampler and
+// the agent's end-of-job check do (run under -race).
+func TestTreeConcurrent(t *testing.T) {
+	p := newFakeProc(t)
+	tr, err := NewTree(p.dir, 103, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 50; i++ {
+			if p, err := tr.Populated(); !p || err != nil {
+				t.Errorf("Populated() = %v, %v", p, err)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		if cpu, err := tr.CPU(); cpu != 690*10*time.Millisecond || err != nil {
+			t.Fatalf("CPU() = %v, %v", cpu, err)
+		}
+	}
+	<-done
 }

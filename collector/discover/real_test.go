@@ -1,0 +1,475 @@
+package discover
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/peakline/peakline/collector/cgroup"
+)
+
+// These tests use this machine's real cgroups and processes: they need
+// root. Each works below a cgroup named after the test and its pid, and
+// looks only at its own findings: other tests may make cgroups meanwhile.
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if testing.Short() {
+			t.Skip("needs root")
+		}
+		t.Fatal("this test makes cgroups and reads other processes' environment: run it as root (or with -short to skip)")
+	}
+}
+
+// hex64 is a made-up container id unique to this test process and label.
+func hex64(label string) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", label, os.Getpid())))
+	return hex.EncodeToString(sum[:])
+}
+
+// testRules are the defaults plus the two container layouts placed
+// below the test's own top-level cgroup.
+func testRules(top string) Rules {
+	r := DefaultRules()
+	r.Scopes = append(r.Scopes,
+		ScopeRule{Kind: KindPodman, Top: top, Name: `^libpod-([0-9a-f]{64})\.scope$`},
+		ScopeRule{Kind: KindKubernetes, Top: top, Name: `^cri-containerd-([0-9a-f]{64})\.scope$`},
+	)
+	return r
+}
+
+// fakeAnsible copies a program under the name ansible-playbook, so that
+// the kernel's comm of the process is a trusted one.
+func fakeAnsible(t *testing.T, program string) string {
+	t.Helper()
+	src, err := exec.LookPath(program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "ansible-playbook")
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// mkCgroups makes rel (and its parents) in each hierarchy and removes
+// them at cleanup, deepest first, after the test's processes are gone.
+func mkCgroups(t *testing.T, hierarchies []string, top string, rels ...string) {
+	t.Helper()
+	for _, h := range hierarchies {
+		for _, rel := range rels {
+			if err := os.MkdirAll(filepath.Join(h, top, rel), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		topDir := filepath.Join(h, top)
+		t.Cleanup(func() {
+			var dirs []string
+			_ = filepath.WalkDir(topDir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			slices.Reverse(dirs)
+			for _, d := range dirs {
+				var err error
+				for try := 0; try < 50; try++ { // a killed process may hold it a moment
+					if err = syscall.Rmdir(d); err == nil || !errors.Is(err, syscall.EBUSY) {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if err != nil && !errors.Is(err, syscall.ENOENT) {
+					t.Errorf("remove cgroup %s: %v", d, err)
+				}
+			}
+		})
+	}
+}
+
+// startJob starts program with args and JOB_ID=jobID in its own process
+// group. stdin, if set, is a pipe the test writes to. The group is killed
+// after 9 s at the latest, so that a stuck test ends, and at cleanup.
+func startJob(t *testing.T, jobID int64, withStdin bool, program string, args ...string) (*exec.Cmd, *bufio.Reader, *os.File) {
+	t.Helper()
+	cmd := exec.Command(program, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "AWX_TOKEN=fake-token-not-a-secret", "JOB_ID=" + strconv.FormatInt(jobID, 10)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdinW *os.File
+	if withStdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin, stdinW = r, w
+		defer r.Close()
+		t.Cleanup(func() { w.Close() })
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	stop := time.AfterFunc(9*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		stop.Stop()
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd, bufio.NewReader(out), stdinW
+}
+
+func moveTo(t *testing.T, pid int, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatalf("move %d into %s: %v", pid, d, err)
+		}
+	}
+}
+
+// waitComm waits until pid's comm is want (an exec happened).
+func waitComm(t *testing.T, pid int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.TrimSpace(string(b)) == want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d did not become %q", pid, want)
+}
+
+// ownJobs keeps the jobs whose cgroup is below top.
+func ownJobs(jobs []Job, top string) []Job {
+	var own []Job
+	for _, j := range jobs {
+		if strings.HasPrefix(j.Cgroup, "/"+top+"/") {
+			own = append(own, j)
+		}
+	}
+	return own
+}
+
+// burnScript waits for a line on stdin, burns CPU, then becomes sleep.
+const burnScript = `read go; i=0; while [ "$i" -lt 300000 ]; do i=$((i+1)); done; exec sleep 30`
+
+// TestRealV1 lays out a podman scope and a Kubernetes pod in this host's
+// v1 hierarchies (cpuacct, memory, pids), runs a process with a JOB_ID in
+// each, and checks that Scan finds them and collector/cgroup samples them.
+func TestRealV1(t *testing.T) {
+	needRoot(t)
+	base := "/sys/fs/cgroup"
+	var hier []string
+	for _, c := range []string{"memory", "pids", "cpuacct"} {
+		if _, err := os.Stat(filepath.Join(base, c, "cgroup.procs")); err != nil {
+			t.Skipf("no cgroup v1 %s hierarchy here: %v", c, err)
+		}
+		hier = append(hier, filepath.Join(base, c))
+	}
+	top := fmt.Sprintf("peakline-discover-v1-%d", os.Getpid())
+	podID, workerID := hex64("podman"), hex64("worker")
+	podScope := "machine.slice/libpod-" + podID + ".scope"
+	k8sScope := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_0000_4e5f_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + workerID + ".scope"
+	mkCgroups(t, hier, top, podScope+"/container", k8sScope)
+
+	prog := fakeAnsible(t, "dash")
+	jobPod, jobK8s := int64(800000+os.Getpid()%100000), int64(900000+os.Getpid()%100000)
+	pod, _, podIn := startJob(t, jobPod, true, prog, "-c", burnScript)
+	k8s, _, _ := startJob(t, jobK8s, false, prog, "-c", "exec sleep 30")
+	var podDirs, k8sDirs []string
+	for _, h := range hier {
+		podDirs = append(podDirs, filepath.Join(h, top, podScope, "container"))
+		k8sDirs = append(k8sDirs, filepath.Join(h, top, k8sScope))
+	}
+	moveTo(t, pod.Process.Pid, podDirs...)
+	waitComm(t, k8s.Process.Pid, "sleep") // execs before the move: comm must then be trusted...
+	moveTo(t, k8s.Process.Pid, k8sDirs...)
+
+	s, err := NewScanner(base, "/proc", testRules(top))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Kubernetes process is sleep by now, which is not trusted: only
+	// the podman one is placed.
+	checkJobs(t, ownJobs(jobs, top), []Job{
+		{ID: jobPod, Kind: KindPodman, Cgroup: "/" + top + "/" + podScope, ContainerID: podID, PIDs: []int{pod.Process.Pid}, Via: ViaEnviron},
+	})
+
+	// A trusted process in the pod's container places it, within
+	// maxWait scans: an unplaced container is looked at less and less
+	// often.
+	k8s2, _, _ := startJob(t, jobK8s, true, prog, "-c", "read x")
+	moveTo(t, k8s2.Process.Pid, k8sDirs...)
+	for scans := 1; ; scans++ {
+		if jobs, err = s.Scan(); err != nil {
+			t.Fatal(err)
+		}
+		if len(ownJobs(jobs, top)) == 2 || scans > maxWait {
+			break
+		}
+	}
+	checkJobs(t, ownJobs(jobs, top), []Job{
+		{ID: jobPod, Kind: KindPodman, Cgroup: "/" + top + "/" + podScope, ContainerID: podID, PIDs: []int{pod.Process.Pid}, Via: ViaEnviron},
+		{ID: jobK8s, Kind: KindKubernetes, Cgroup: "/" + top + "/" + k8sScope, ContainerID: workerID, PIDs: sorted(k8s.Process.Pid, k8s2.Process.Pid), Via: ViaEnviron},
+	})
+
+	// collector/cgroup opens the found path in all three hierarchies and
+	// sees the podman job's CPU grow.
+	l, err := cgroup.Detect("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.Open(ownJobs(jobs, top)[0].Cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Remove()
+	if n, _, err := c.PIDs(); n != 1 || err != nil {
+		t.Fatalf("PIDs() = %d, %v; want 1", n, err)
+	}
+	if p, err := c.Populated(); !p || err != nil {
+		t.Fatalf("Populated() = %v, %v", p, err)
+	}
+	cpu0, err := c.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(podIn, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitComm(t, pod.Process.Pid, "sleep")
+	cpu1, err := c.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := procCPU(t, pod.Process.Pid)
+	if cpu1-cpu0 < used/2 || used == 0 {
+		t.Fatalf("the scope's CPU grew by %v; the process used %v (by /proc)", cpu1-cpu0, used)
+	}
+}
+
+func sorted(pids ...int) []int {
+	slices.Sort(pids)
+	return pids
+}
+
+// procCPU is a process's own utime+stime.
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, ok := parseStat(b)
+	if !ok {
+		t.Fatalf("cannot parse %q", b)
+	}
+	return time.Duration(st.utime+st.stime) * clockTick
+}
+
+// TestRealV2 mounts this host's cgroup2 hierarchy (it has no controllers
+// here, but cgroup.procs and cpu.stat) and does the same on real v2
+// kernel files.
+func TestRealV2(t *testing.T) {
+	needRoot(t)
+	mnt := t.TempDir()
+	if err := syscall.Mount("none", mnt, "cgroup2", 0, ""); err != nil {
+		t.Skipf("cannot mount cgroup2 here: %v", err)
+	}
+	top := fmt.Sprintf("peakline-discover-v2-%d", os.Getpid())
+	podID, workerID := hex64("podman2"), hex64("worker2")
+	podScope := "user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + podID + ".scope"
+	k8sScope := "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b3c4d_0000_4e5f_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + workerID + ".scope"
+	// Cleanups run last-in first-out: the unmount goes after the rmdirs
+	// and the processes' end.
+	t.Cleanup(func() {
+		if err := syscall.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	mkCgroups(t, []string{mnt}, top, podScope+"/container", k8sScope)
+
+	prog := fakeAnsible(t, "dash")
+	jobPod, jobK8s := int64(810000+os.Getpid()%100000), int64(910000+os.Getpid()%100000)
+	pod, _, podIn := startJob(t, jobPod, true, prog, "-c", burnScript)
+	k8s, _, _ := startJob(t, jobK8s, true, prog, "-c", "read x")
+	podDir := filepath.Join(mnt, top, podScope)
+	moveTo(t, pod.Process.Pid, filepath.Join(podDir, "container"))
+	moveTo(t, k8s.Process.Pid, filepath.Join(mnt, top, k8sScope))
+
+	jobs, err := Scan(mnt, "/proc", testRules(top))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkJobs(t, ownJobs(jobs, top), []Job{
+		{ID: jobPod, Kind: KindPodman, Cgroup: "/" + top + "/" + podScope, ContainerID: podID, PIDs: []int{pod.Process.Pid}, Via: ViaEnviron},
+		{ID: jobK8s, Kind: KindKubernetes, Cgroup: "/" + top + "/" + k8sScope, ContainerID: workerID, PIDs: []int{k8s.Process.Pid}, Via: ViaEnviron},
+	})
+
+	// The scope's cpu.stat (the kernel's, hierarchical) counts the
+	// process in its container sub-group.
+	usage := func() time.Duration {
+		b, err := os.ReadFile(filepath.Join(podDir, "cpu.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return time.Duration(us) * time.Microsecond
+			}
+		}
+		t.Fatalf("no usage_usec in %s:\n%s", podDir, b)
+		return 0
+	}
+	cpu0 := usage()
+	if _, err := io.WriteString(podIn, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitComm(t, pod.Process.Pid, "sleep")
+	cpu1 := usage()
+	used := procCPU(t, pod.Process.Pid)
+	if cpu1-cpu0 < used/2 || used == 0 {
+		t.Fatalf("the scope's usage_usec grew by %v; the process used %v (by /proc)", cpu1-cpu0, used)
+	}
+	b, err := os.ReadFile(filepath.Join(podDir, "cgroup.events"))
+	if err != nil || !strings.Contains(string(b), "populated 1") {
+		t.Fatalf("cgroup.events = %q, %v; want populated 1", b, err)
+	}
+}
+
+// TestRealProcessTree measures a real tree of processes with a JOB_ID
+// and no cgroup of its own: a shell (named ansible-playbook) with a
+// Python child holding 64 MiB in 4 threads and a CPU burner.
+func TestRealProcessTree(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	fifo := filepath.Join(t.TempDir(), "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const alloc = 64 << 20
+	py := `import threading, time
+b = bytearray(` + strconv.Itoa(alloc) + `)
+for i in range(0, len(b), 4096): b[i] = 1
+for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(30)`
+	script := `python3 -c '` + py + `' &
+sh -c 'read x < ` + fifo + `; i=0; while [ "$i" -lt 300000 ]; do i=$((i+1)); done; echo burned; exec sleep 30' &
+wait`
+	jobID := int64(700000 + os.Getpid()%100000)
+	root, out, _ := startJob(t, jobID, false, fakeAnsible(t, "dash"), "-c", script)
+	if line, err := out.ReadString('\n'); line != "ready\n" || err != nil {
+		t.Fatalf("read %q, %v; want ready", line, err)
+	}
+
+	// Scan sees a job outside any container: the root is its trusted
+	// process (the children run python3 -c and sh, not trusted).
+	jobs, err := Scan("/sys/fs/cgroup", "/proc", DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []Job
+	for _, j := range jobs {
+		if j.ID == jobID {
+			found = append(found, j)
+		}
+	}
+	checkJobs(t, found, []Job{{ID: jobID, Kind: KindProcessTree, PIDs: []int{root.Process.Pid}, Via: ViaEnviron}})
+
+	tr, err := NewTree("/proc", jobID, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu0, err := tr.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, _, err := tr.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mem < alloc {
+		t.Fatalf("Memory() = %d; want at least the %d bytes allocated", mem, alloc)
+	}
+	// The shell, python3 with 3 more threads, the burner's shell.
+	if n, _, err := tr.PIDs(); n != 1+4+1 || err != nil {
+		t.Fatalf("PIDs() = %d, %v; want 6 (members %v)", n, err, tr.Procs())
+	}
+	if len(tr.Procs()) != 3 {
+		t.Fatalf("members %v; want 3 processes", tr.Procs())
+	}
+
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := out.ReadString('\n'); line != "burned\n" || err != nil {
+		t.Fatalf("read %q, %v; want burned", line, err)
+	}
+	cpu1, err := tr.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu1-cpu0 < 20*time.Millisecond {
+		t.Fatalf("CPU grew by %v while a child burned 300000 shell loops", cpu1-cpu0)
+	}
+	if p, err := tr.Populated(); !p || err != nil {
+		t.Fatalf("Populated() = %v, %v", p, err)
+	}
+
+	// The job ends: nothing lives, the CPU counter stays.
+	_ = syscall.Kill(-root.Process.Pid, syscall.SIGKILL)
+	_ = root.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p, err := tr.Populated()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still populated after the kill: %v", tr.Procs())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cpu, _ := tr.CPU(); cpu < cpu1 {
+		t.Fatalf("CPU went back from %v to %v", cpu1, cpu)
+	}
+}
