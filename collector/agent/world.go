@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
@@ -55,8 +54,7 @@ func (n *node) open(t target) (*opened, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open process tree of job %s: %w", t.jobID, err)
 		}
-		lt := &lockedTree{t: tree}
-		return &opened{meter: lt, measured: ansible.MeasuredProcessTree, alive: lt.Populated, close: func() {}}, nil
+		return &opened{meter: tree, measured: ansible.MeasuredProcessTree, alive: tree.Populated, close: func() {}}, nil
 	}
 	if n.layout == nil {
 		return nil, fmt.Errorf("open cgroup %s: no cgroup hierarchy in --cgroup-root %s", t.cgroupDir, n.cfg.CgroupRoot)
@@ -92,42 +90,11 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 	if err != nil {
 		return nil, err
 	}
-	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: log})
+	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: log, Sink: events})
 	js := &jobSession{s: s, f: f, events: events, stopped: make(chan struct{})}
 	s.Start()
 	go js.follow(ctx, n.cfg.AWXPollInterval)
 	return js, nil
-}
-
-// lockedTree makes a discover.Tree, which is not safe for concurrent use,
-// safe for the sampler and the lifecycle's emptiness check at once.
-type lockedTree struct {
-	mu sync.Mutex
-	t  *discover.Tree
-}
-
-func (l *lockedTree) CPU() (time.Duration, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.t.CPU()
-}
-
-func (l *lockedTree) Memory() (current, peakSinceLast uint64, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.t.Memory()
-}
-
-func (l *lockedTree) PIDs() (current, peakSinceLast uint64, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.t.PIDs()
-}
-
-func (l *lockedTree) Populated() (bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.t.Populated()
 }
 
 // jobSession is a live.Session fed by an AWX follower.
@@ -138,36 +105,17 @@ type jobSession struct {
 	stopped chan struct{} // closed when follow returns
 }
 
-// follow polls the follower (it makes at most one request per
-// AWXPollInterval itself) and hands the task starts it finds to the
-// session, until ctx ends.
+// follow polls the follower, which hands the events to the session's
+// Events and completes them (it makes at most one request per
+// AWXPollInterval itself), until ctx ends.
 func (j *jobSession) follow(ctx context.Context, every time.Duration) {
 	defer close(j.stopped)
 	// Ticking faster than the follower's own spacing keeps a poll from
 	// waiting almost two intervals when the timer fires a hair early.
 	t := time.NewTicker(max(every/4, 10*time.Millisecond))
 	defer t.Stop()
-	complete := false
 	for {
 		_ = j.f.Poll(ctx) // the follower logs its failures and backs off
-		starts, last, ok := j.f.TakeTasks()
-		if len(starts) > 0 || ok {
-			evs := make([]ansible.JobEvent, 0, len(starts)+1)
-			for _, ev := range starts {
-				evs = append(evs, jobEvent(ev))
-				if ev.Counter == last.Counter {
-					ok = false // added once
-				}
-			}
-			if ok {
-				evs = append(evs, jobEvent(last))
-			}
-			j.events.Add(evs)
-		}
-		if !complete && j.f.Done() {
-			complete = true
-			j.events.Complete()
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -176,25 +124,12 @@ func (j *jobSession) follow(ctx context.Context, every time.Duration) {
 	}
 }
 
-// jobEvent is an AWX event as live.Events takes it.
-func jobEvent(ev awx.Event) ansible.JobEvent {
-	return ansible.JobEvent{
-		Counter: ev.Counter, TimeMs: ev.Created.UnixMilli(), TaskStart: ev.TaskStart(),
-		UUID: ev.UUID, TaskUUID: ev.TaskUUID, Task: ev.Task, Play: ev.Play, Role: ev.Role,
-		TaskPath: ev.TaskPath, Playbook: ev.Playbook,
-	}
-}
-
 func (j *jobSession) info() (ansible.JobInfo, bool, bool) {
 	m, ok := j.f.Job()
 	if !ok {
 		return ansible.JobInfo{}, false, false
 	}
-	info := ansible.JobInfo{TemplateName: m.TemplateName, Status: m.Status, Playbook: m.Playbook}
-	if m.TemplateID != 0 {
-		info.TemplateID = strconv.FormatInt(m.TemplateID, 10)
-	}
-	return info, m.Final(), true
+	return m.Info(), m.Final(), true
 }
 
 func (j *jobSession) setInfo(info ansible.JobInfo) { j.s.SetInfo(info) }
