@@ -90,6 +90,8 @@ type agent struct {
 	wg       sync.WaitGroup
 
 	scanFailing bool
+	// started, when set, is called after the first scan.
+	started func()
 }
 
 func newAgent(cfg Config, w world, log *slog.Logger) *agent {
@@ -108,6 +110,9 @@ func (a *agent) run(ctx context.Context) {
 	defer a.wg.Wait()
 	defer stopJobs()
 	a.scan(jobsCtx, true)
+	if a.started != nil {
+		a.started()
+	}
 	t := time.NewTicker(a.cfg.DiscoverInterval)
 	defer t.Stop()
 	for {

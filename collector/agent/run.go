@@ -77,10 +77,14 @@ func Run(ctx context.Context, cfg Config) error {
 	defer shipStop()
 	go shipper.Run(shipCtx)
 
-	log.Info("agent started", "server", cfg.Server, "awx", cfg.AWXURL, "cgroup_root", cfg.CgroupRoot,
-		"proc_root", cfg.ProcRoot, "poll", cfg.PollInterval, "discover", cfg.DiscoverInterval, "spool", cfg.SpoolDir)
 	n := &node{cfg: cfg, scanner: scanner, layout: layout, awx: client, send: shipper.Enqueue, log: log}
-	newAgent(cfg, n, log).run(ctx)
+	a := newAgent(cfg, n, log)
+	// Logged after the first scan: a job found later started after it.
+	a.started = func() {
+		log.Info("agent started", "server", cfg.Server, "awx", cfg.AWXURL, "cgroup_root", cfg.CgroupRoot,
+			"proc_root", cfg.ProcRoot, "poll", cfg.PollInterval, "discover", cfg.DiscoverInterval, "spool", cfg.SpoolDir)
+	}
+	a.run(ctx)
 
 	unsent := shipper.Finish(shipStop, finishTimeout)
 	st := shipper.Stats()
