@@ -447,18 +447,14 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats Stats, follower *ev
 	if follower != nil {
 		events = follower.events
 	}
-	p.session, err = newSession(SessionConfig{
+	p.session = newSession(SessionConfig{
 		// Both ways of collecting sample a cgroup of the job's own.
 		Info:  ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup},
 		Stats: stats, Events: events,
 		PollInterval: cfg.PollInterval, CPUInterval: cfg.CPUInterval, MemoryInterval: cfg.MemoryInterval, PIDsInterval: cfg.PIDsInterval,
 		Settle: tune.settle, FlushInterval: tune.flushEvery,
 		Send: p.shipper.Enqueue, Logger: log, Now: tune.now,
-	}, ids.get)
-	if err != nil {
-		// fillDefaults checked the intervals; nothing else can fail.
-		panic(err)
-	}
+	}, ids.get) // fillDefaults checked the intervals
 	return p
 }
 

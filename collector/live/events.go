@@ -12,10 +12,12 @@ import (
 // time order and the newest event. A source adds events as it reads them
 // (collect's job_events follower; the agent's AWX API follower); a
 // session's batcher asks it which task was running at a time and whether
-// that is known yet.
+// that is known yet, and its sampler closes every resource's interval at
+// each new task start (see sampler).
 //
 // Events arrive in counter order at their source but may be added in any
-// order; each event must be added once. It is safe for concurrent use.
+// order; each event must be added once. Make one with NewEvents, for one
+// session. It is safe for concurrent use.
 type Events struct {
 	mu sync.Mutex
 	// starts are the task starts seen, ordered by created time, then

@@ -93,26 +93,26 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.JobID == "" {
 		return nil, errors.New("cannot start a session: no job id")
 	}
-	return newSession(cfg, func() string { return cfg.JobID })
-}
-
-// newSession is NewSession with a job id that may be decided later ("" while
-// not decided: batches wait for it).
-func newSession(cfg SessionConfig, jobID func() string) (*Session, error) {
 	if cfg.Stats == nil || cfg.Send == nil {
 		return nil, errors.New("cannot start a session: no stats to sample or no batch sender")
 	}
-	if cfg.PollInterval == 0 {
+	for _, d := range []time.Duration{cfg.PollInterval, cfg.CPUInterval, cfg.MemoryInterval, cfg.PIDsInterval} {
+		if d != 0 && d < 10*time.Millisecond {
+			return nil, fmt.Errorf("cannot start a session: poll interval %v must be at least 10ms", d)
+		}
+	}
+	return newSession(cfg, func() string { return cfg.JobID }), nil
+}
+
+// newSession is NewSession for a checked cfg, with a job id that may be
+// decided later ("" while not decided: batches wait for it).
+func newSession(cfg SessionConfig, jobID func() string) *Session {
+	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
 	for _, d := range []*time.Duration{&cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval} {
-		if *d == 0 {
+		if *d <= 0 {
 			*d = cfg.PollInterval
-		}
-	}
-	for _, d := range []time.Duration{cfg.PollInterval, cfg.CPUInterval, cfg.MemoryInterval, cfg.PIDsInterval} {
-		if d < 10*time.Millisecond {
-			return nil, fmt.Errorf("cannot start a session: poll interval %v must be at least 10ms", d)
 		}
 	}
 	if cfg.Settle <= 0 {
@@ -153,7 +153,7 @@ func newSession(cfg SessionConfig, jobID func() string) (*Session, error) {
 		now:       cfg.Now,
 		events:    cfg.Events,
 	}
-	return s, nil
+	return s
 }
 
 func (s *Session) emit(x liveSample) {
