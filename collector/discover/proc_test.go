@@ -2,7 +2,9 @@ package discover
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -130,4 +132,26 @@ func TestRulesValidate(t *testing.T) {
 	if _, err := r.compile(); err != nil {
 		t.Fatalf("rules with conmon and pod name off: %v", err)
 	}
+}
+
+// FuzzParseStat builds stat lines the way the kernel does (any comm up to
+// 15 bytes but NUL, any field values) and checks they parse back.
+func FuzzParseStat(f *testing.F) {
+	f.Add("ansible-playboo", uint32(1), uint64(5), uint64(6), uint64(7), uint64(8), uint16(1), uint64(99), uint64(424))
+	f.Add("sh) (x) y", uint32(951), uint64(0), uint64(0), uint64(0), uint64(0), uint16(3), uint64(1), uint64(0))
+	f.Add(") ) )", uint32(0), uint64(1<<40), uint64(0), uint64(0), uint64(0), uint16(65535), uint64(0), uint64(0))
+	f.Fuzz(func(t *testing.T, comm string, ppid uint32, utime, stime, cutime, cstime uint64, threads uint16, start, rss uint64) {
+		comm = strings.ReplaceAll(comm, "\x00", "")
+		if len(comm) > commLen {
+			comm = comm[:commLen]
+		}
+		line := fmt.Sprintf("4242 (%s) S %d 1 1 0 -1 4194560 0 0 0 0 %d %d %d %d 20 0 %d 0 %d 0 %d 18446744073709551615 1 1 0\n",
+			comm, ppid, utime, stime, cutime, cstime, threads, start, rss)
+		got, gotComm, ok := parseStat([]byte(line))
+		want := procStat{state: 'S', ppid: int(ppid), utime: utime, stime: stime, cutime: cutime, cstime: cstime,
+			threads: uint64(threads), start: start, rssPages: rss}
+		if !ok || got != want || string(gotComm) != comm {
+			t.Fatalf("parseStat(%q) = %+v, %q, %v; want %+v, %q", line, got, gotComm, ok, want, comm)
+		}
+	})
 }
