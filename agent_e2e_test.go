@@ -537,4 +537,13 @@ func TestAgentServerOutage(t *testing.T) {
 	}
 	a2.stop(t)
 	checkJob(t, s, j, "cgroup")
+	// The server was down for the whole job: what the first agent left
+	// unsent is all the server has, once.
+	m := regexp.MustCompile(`unsent_samples=(\d+)`).FindStringSubmatch(a.log.String())
+	if m == nil {
+		t.Fatalf("the first agent did not say what it left unsent:\n%s", a.log.String())
+	}
+	if stored := s.rawSamples(t, strconv.FormatInt(j.id, 10)); strconv.Itoa(stored) != m[1] {
+		t.Errorf("the server stored %d samples, the agent spooled %s", stored, m[1])
+	}
 }
