@@ -60,7 +60,7 @@ const collectPlaybook = `- name: collector end-to-end
       changed_when: true
       notify: say goodbye
     - name: allocate memory
-      ansible.builtin.command: python3 -c "import time; b = bytearray(300*1024*1024); time.sleep(2); del b; time.sleep(1)"
+      ansible.builtin.command: python3 -c "b = b'x' * (300 << 20)"
     - name: fork a burst of processes
       ansible.builtin.shell: "for i in $(seq 1 25); do sleep 2 & done; wait"
   handlers:
@@ -68,10 +68,11 @@ const collectPlaybook = `- name: collector end-to-end
       ansible.builtin.command: sleep 0.5
 `
 
-// The allocation task frees its memory a second before it ends: a memory
-// sample carries the kernel's peak since the previous poll, so a peak in
-// the last poll interval of a task would be reported in the next task's
-// first sample (collector/live/sampler.go), which this test is not about.
+// The allocation task ends at its peak: python writes 300 MiB and exits at
+// once, and the next task starts. With memory polled every 3s, the
+// kernel's peak since the previous poll is mostly read at or after that
+// start; the collector closes the task's interval at the start
+// (collector/live/sampler.go), so the peak must be the allocation task's.
 //
 // The burn task keeps two CPUs busy: every task also spends about one
 // CPU for a moment starting Ansible's module, so a burn of one CPU would
@@ -96,7 +97,9 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(collectPlaybook), 0o644))
 	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
 
-	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", "100ms",
+	// Memory is polled less often than the allocation task lasts: only
+	// the task boundary puts its peak on it.
+	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", "100ms", "--memory-poll-interval", "3s",
 		"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", "e2e")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

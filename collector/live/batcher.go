@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
-
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -23,9 +22,10 @@ import (
 //
 // add is safe for concurrent use with flush.
 type batcher struct {
-	follower   *eventFollower // nil: the job has no job events
-	jobID      func() string  // "" while not decided; batches wait for it
+	events     *Events       // nil: the job has no job events
+	jobID      func() string // "" while not decided; batches wait for it
 	settle     time.Duration
+	maxPending int // samples held beyond it are sent as if settled; 0: no bound
 	maxSamples int
 	send       func(body []byte, samples int)
 	log        *slog.Logger
@@ -36,8 +36,11 @@ type batcher struct {
 	info    ansible.JobInfo
 	newInfo bool // info changed since it was last sent
 
-	// zw is reused across batches: a flate writer allocates about 1 MB.
-	enc ship.Encoder // used by the flushing goroutine only
+	// Used by the flushing goroutine only: enc is reused across batches
+	// (a flate writer allocates about 1 MB); outMs is the time of each
+	// resource's newest sample sent.
+	enc   ship.Encoder
+	outMs map[string]int64
 }
 
 // add queues a sample. Two samples of one resource never share a
@@ -107,7 +110,8 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	b.mu.Lock()
 	for n < len(b.pending) && n < b.maxSamples {
 		t := b.pending[n].ms
-		if !final && b.follower != nil && !b.follower.settled(t) && nowMs-t < b.settle.Milliseconds() {
+		if !final && b.events != nil && !b.events.settled(t) && nowMs-t < b.settle.Milliseconds() &&
+			(b.maxPending <= 0 || len(b.pending)-n <= b.maxPending) {
 			break
 		}
 		n++
@@ -122,8 +126,8 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	b.mu.Unlock()
 
 	body := ship.Batch{JobID: id, Series: b.attribute(take), JobInfo: info}
-	if b.follower != nil {
-		starts, last, ok := b.follower.takeTasks()
+	if b.events != nil {
+		starts, last, ok := b.events.takeTasks()
 		for _, s := range starts {
 			body.Tasks = append(body.Tasks, ansible.Task{Counter: s.Counter, UUID: s.TaskUUID, Name: s.Task, StartMs: s.TimeMs, Play: s.Play, Role: s.Role, Path: s.TaskPath})
 		}
@@ -168,19 +172,35 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 
 // attribute groups samples into series per (resource, task), keeping the
 // order in which each series first appears.
+//
+// A regular sample whose interval holds a task start T (the start was
+// seen after the poll, so the sampler took no boundary sample) is
+// restamped T−1ms and so attributed to the task before T, as a boundary
+// sample would have been; the newest start ≤ its time decides. This keeps
+// each resource's times strictly increasing: T−1 is after the interval's
+// start, which is at or after the previous sample of the resource.
 func (b *batcher) attribute(samples []liveSample) []ansible.Series {
 	type key struct {
 		resource string
 		counter  int64
 		uuid     string
 	}
+	if b.outMs == nil {
+		b.outMs = map[string]int64{}
+	}
 	index := map[key]int{}
 	var series []ansible.Series
 	for _, s := range samples {
 		var start ansible.JobEvent
-		if b.follower != nil {
-			start, _ = b.follower.taskAt(s.ms)
+		if b.events != nil {
+			var ok bool
+			start, ok = b.events.taskAt(s.ms)
+			if t := start.TimeMs; ok && !s.boundary && s.fromMs < t-1 && b.outMs[s.resource] < t-1 {
+				s.ms = t - 1
+				start, _ = b.events.taskAt(s.ms)
+			}
 		}
+		b.outMs[s.resource] = s.ms
 		k := key{s.resource, start.Counter, start.TaskUUID}
 		i, ok := index[k]
 		if !ok {

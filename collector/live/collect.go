@@ -15,10 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/peakline/peakline/collector/cgroup"
-
 	"github.com/peakline/peakline/collector/ansible"
-
+	"github.com/peakline/peakline/collector/cgroup"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -261,7 +259,7 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	if code != 0 {
 		status = "failed"
 	}
-	p.batcher.setInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status})
+	p.session.SetInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status})
 	p.stop()
 	return code, nil
 }
@@ -413,24 +411,22 @@ func (j *liveJobID) decide(force bool) string {
 	return j.id
 }
 
-// livePipeline is the running part of a collection: sampler → batcher →
-// shipper, with the events follower beside.
+// livePipeline is the running part of a collection: a session (sampler →
+// batcher) sending to the shipper, with the events follower beside.
 type livePipeline struct {
-	follower *eventFollower
-	sampler  *sampler
-	batcher  *batcher
+	follower *eventFollower // nil: no job events
+	session  *Session
 	shipper  *ship.Shipper
 	spool    *ship.Spool // nil: no usable spool directory
 	ids      *liveJobID
 	tune     liveTuning
 	log      *slog.Logger
 
-	sampleStop, batchStop, shipStop context.CancelFunc
-	sampleWG, batchWG               sync.WaitGroup
-	samples                         int
+	followStop, shipStop context.CancelFunc
+	followDone           chan struct{}
 }
 
-func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follower *eventFollower, ids *liveJobID, log *slog.Logger) *livePipeline {
+func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats Stats, follower *eventFollower, ids *liveJobID, log *slog.Logger) *livePipeline {
 	sp, err := ship.OpenSpool(cfg.SpoolDir, tune.now)
 	if err != nil {
 		log.Warn("no spool; batches the server does not take stay in memory", "err", err)
@@ -441,37 +437,25 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats cgroupStats, follow
 		Server: cfg.Server, HTTP: tune.client, TokenFile: cfg.Transport.TokenFile, Spool: sp,
 		MaxQueueSamples: cfg.MaxQueueSamples, MinBackoff: tune.minBackoff, MaxBackoff: tune.maxBackoff, Logger: log,
 	})
-	p.batcher = &batcher{
-		follower:   follower,
-		jobID:      ids.get,
-		settle:     tune.settle,
-		maxSamples: 10_000,
-		send:       p.shipper.Enqueue,
-		log:        log,
-	}
 	// An attached cgroup's job ends with no exit code to tell how: it
 	// gets no status.
 	status := "running"
 	if cfg.Attach != "" {
 		status = ""
 	}
-	// Both ways of collecting sample a cgroup of the job's own.
-	p.batcher.setInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup})
-	p.sampler = &sampler{
-		stats:     stats,
-		cpuEvery:  cfg.CPUInterval,
-		memEvery:  cfg.MemoryInterval,
-		pidsEvery: cfg.PIDsInterval,
-		emit:      p.emit,
-		log:       log,
-		now:       tune.now,
+	var events *Events
+	if follower != nil {
+		events = follower.events
 	}
+	p.session = newSession(SessionConfig{
+		// Both ways of collecting sample a cgroup of the job's own.
+		Info:  ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup},
+		Stats: stats, Events: events,
+		PollInterval: cfg.PollInterval, CPUInterval: cfg.CPUInterval, MemoryInterval: cfg.MemoryInterval, PIDsInterval: cfg.PIDsInterval,
+		Settle: tune.settle, FlushInterval: tune.flushEvery,
+		Send: p.shipper.Enqueue, Logger: log, Now: tune.now,
+	}, ids.get) // fillDefaults checked the intervals
 	return p
-}
-
-func (p *livePipeline) emit(s liveSample) {
-	p.samples++
-	p.batcher.add(s)
 }
 
 // start resends the spool of earlier runs and starts sampling.
@@ -480,35 +464,33 @@ func (p *livePipeline) start() {
 		p.log.Info("resending spooled batches", "batches", n)
 	}
 	shipCtx, shipStop := context.WithCancel(context.Background())
-	sampleCtx, sampleStop := context.WithCancel(context.Background())
-	batchCtx, batchStop := context.WithCancel(context.Background())
-	p.shipStop, p.sampleStop, p.batchStop = shipStop, sampleStop, batchStop
+	p.shipStop = shipStop
 	go p.shipper.Run(shipCtx)
 
-	p.sampler.baseline()
-	p.sampleWG.Add(1)
-	go func() { defer p.sampleWG.Done(); p.sampler.run(sampleCtx) }()
+	p.session.Start()
 	if p.follower != nil {
-		p.sampleWG.Add(1)
-		go func() { defer p.sampleWG.Done(); p.follower.run(sampleCtx, p.tune.eventsEvery) }()
+		followCtx, followStop := context.WithCancel(context.Background())
+		p.followStop, p.followDone = followStop, make(chan struct{})
+		go func() { defer close(p.followDone); p.follower.run(followCtx, p.tune.eventsEvery) }()
 	}
-	p.batchWG.Add(1)
-	go func() { defer p.batchWG.Done(); p.batcher.run(batchCtx, p.tune.flushEvery) }()
 }
 
 // stop takes the last samples and events, sends everything, spools what
 // the server did not take, and logs a summary.
 func (p *livePipeline) stop() {
-	p.sampleStop()
-	p.sampleWG.Wait()
-	p.batchStop()
-	p.batchWG.Wait()
+	if p.follower != nil {
+		p.followStop() // the follower scans once more as it stops
+	}
+	p.session.StopSampling()
+	if p.follower != nil {
+		<-p.followDone
+	}
 	p.ids.decide(true)
-	p.batcher.flush(p.tune.now(), true)
+	samples := p.session.Close()
 	unsent := p.shipper.Finish(p.shipStop, p.tune.flushTimeout)
 	p.shipStop()
 	s := p.shipper.Stats()
-	args := []any{"job", p.ids.get(), "samples", p.samples, "sent_samples", s.SentSamples, "batches", s.SentBatches}
+	args := []any{"job", p.ids.get(), "samples", samples, "sent_samples", s.SentSamples, "batches", s.SentBatches}
 	if s.RejectedBatches > 0 {
 		args = append(args, "rejected_batches", s.RejectedBatches, "rejected_samples", s.RejectedSamples)
 	}

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/peakline/peakline/collector/cgroup"
-
 	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/cgroup"
 )
 
 // requireCgroups fails the test, saying why, when this host does not let

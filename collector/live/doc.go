@@ -1,14 +1,18 @@
-// Package live samples a running Ansible job: `peakline collect` runs a
-// command in a fresh cgroup (or attaches to one), reads its CPU, memory and
-// PIDs on a schedule (sampler), follows the job's events as ansible-runner
-// writes them to learn which task runs when (the job_events follower), and
-// attributes each sample to its task before handing batches to the shipper
-// (batcher). It also asks the server's collection policy whether to collect
-// at all (policy).
+// Package live samples a running Ansible job. `peakline collect` (Collect)
+// runs a command in a fresh cgroup (or attaches to one), asks the server's
+// collection policy first (policy.go), and runs one Session for the job.
 //
-// Where the events come from: the job_events follower (follow.go), which
-// tails artifacts/<ident>/job_events and finds that directory from an
-// `ansible-runner run` command line (follow_runner.go).
+// A Session is the per-job part, shared by collect and the agent: it reads
+// a Stats (a cgroup, or a process tree) on a schedule (sampler.go),
+// attributes every sample to the task its Events say was running, waiting
+// up to Settle for the events to catch up (batcher.go), and hands
+// gzip-encoded ingest batches to a sender, normally a ship.Shipper.
+//
+// Where do a job's events come from? Events holds what a source has seen;
+// collect's source is the job_events follower (follow.go), which tails
+// artifacts/<ident>/job_events and finds that directory from an
+// `ansible-runner run` command line (follow_runner.go). The agent's source
+// is the AWX API (collector/awx), which adds to Events the same way.
 //
 // It does not own parsing an event file or the shapes of a job
 // (collector/ansible), sending and spooling batches (collector/ship) or

@@ -1,13 +1,11 @@
 package live
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,9 +18,9 @@ import (
 // holds complete JSON; other writers may not.
 const followMaxTries = 40
 
-// eventFollower tails a job_events directory while the job runs and tells
-// which task was running at a given time. It is safe for concurrent use:
-// one goroutine scans (run), others ask (taskAt, settled, takeTasks).
+// eventFollower tails a job_events directory while the job runs and adds
+// the events it reads to its Events. One goroutine scans (run); the
+// Events are safe for concurrent use.
 type eventFollower struct {
 	// locate returns the job_events directory, or "" while it is not known
 	// yet (ansible-runner has not made artifacts/<ident> so far).
@@ -30,22 +28,12 @@ type eventFollower struct {
 	log    *slog.Logger
 	reader *ansible.EventReader
 
+	events *Events // what was read so far
+
 	mu    sync.Mutex
 	dir   string
 	read  map[string]bool // file names read or given up on
 	tries map[string]int  // file names not yet valid JSON: scans so far
-	// starts are the task starts seen, ordered by created time, then
-	// counter; unsent counts the starts not yet taken by takeTasks.
-	starts []ansible.JobEvent
-	unsent []ansible.JobEvent
-	// last is the event with the highest counter; lastTaken tells whether
-	// takeTasks returned it already.
-	last      ansible.JobEvent
-	haveLast  bool
-	lastTaken bool
-	// newestMs is the newest created time of any event seen: every task
-	// that started at or before it is known (events arrive in order).
-	newestMs int64
 }
 
 // newEventFollower returns a follower of the directory locate finds.
@@ -54,6 +42,7 @@ func newEventFollower(locate func() string, log *slog.Logger) *eventFollower {
 		locate: locate,
 		log:    log,
 		reader: ansible.NewEventReader(),
+		events: NewEvents(),
 		read:   map[string]bool{},
 		tries:  map[string]int{},
 	}
@@ -125,76 +114,6 @@ func (f *eventFollower) scan() {
 		}
 	}
 	if len(got) > 0 {
-		f.add(got)
+		f.events.Add(got)
 	}
-}
-
-// add records events.
-func (f *eventFollower) add(evs []ansible.JobEvent) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sorted := true
-	for _, ev := range evs {
-		f.newestMs = max(f.newestMs, ev.TimeMs)
-		if !f.haveLast || ev.Counter > f.last.Counter {
-			f.last, f.haveLast, f.lastTaken = ev, true, false
-		}
-		if !ev.TaskStart {
-			continue
-		}
-		if n := len(f.starts); n > 0 && compareStarts(f.starts[n-1], ev) > 0 {
-			sorted = false
-		}
-		f.starts = append(f.starts, ev)
-		f.unsent = append(f.unsent, ev)
-	}
-	if !sorted {
-		slices.SortFunc(f.starts, compareStarts)
-	}
-}
-
-func compareStarts(a, b ansible.JobEvent) int {
-	if c := cmp.Compare(a.TimeMs, b.TimeMs); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Counter, b.Counter)
-}
-
-// taskAt returns the task start with the greatest created time at or before
-// ms (the greatest counter among equal times); ok is false before the first
-// task.
-func (f *eventFollower) taskAt(ms int64) (start ansible.JobEvent, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(f.starts, ms, func(e ansible.JobEvent, t int64) int {
-		if e.TimeMs <= t {
-			return -1
-		}
-		return 1
-	})
-	if i == 0 {
-		return ansible.JobEvent{}, false
-	}
-	return f.starts[i-1], true
-}
-
-// settled reports whether every task start at or before ms is known: an
-// event created at or after ms was seen.
-func (f *eventFollower) settled(ms int64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.haveLast && f.newestMs >= ms
-}
-
-// takeTasks returns the task starts not returned before, and the newest
-// event when it changed since the previous call (else ok is false).
-func (f *eventFollower) takeTasks() (starts []ansible.JobEvent, last ansible.JobEvent, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	starts, f.unsent = f.unsent, nil
-	if f.haveLast && !f.lastTaken {
-		f.lastTaken = true
-		return starts, f.last, true
-	}
-	return starts, ansible.JobEvent{}, false
 }

@@ -36,12 +36,12 @@ func TestFollowerProgressiveEvents(t *testing.T) {
 	f := newEventFollower(fixedDir(events), testLogger(t))
 	counterAt := func(when string) int64 {
 		t.Helper()
-		ev, _ := f.taskAt(ms(when))
+		ev, _ := f.events.taskAt(ms(when))
 		return ev.Counter
 	}
 
 	f.scan() // the directory does not exist yet
-	if f.settled(ms("2026-11-30T03:39:35.0")) {
+	if f.events.settled(ms("2026-11-30T03:39:35.0")) {
 		t.Fatal("settled before any event")
 	}
 	if err := os.Mkdir(events, 0o755); err != nil {
@@ -57,7 +57,7 @@ func TestFollowerProgressiveEvents(t *testing.T) {
 	if got := counterAt("2026-11-30T03:39:36.5"); got != 0 {
 		t.Fatalf("before the first task start: counter %d, want 0", got)
 	}
-	if !f.settled(ms("2026-11-30T03:39:35.961")) || f.settled(ms("2026-11-30T03:39:35.962")) {
+	if !f.events.settled(ms("2026-11-30T03:39:35.961")) || f.events.settled(ms("2026-11-30T03:39:35.962")) {
 		t.Fatal("settled must hold up to the newest event's time")
 	}
 
@@ -92,7 +92,7 @@ func TestFollowerProgressiveEvents(t *testing.T) {
 	f2("2026-11-30T03:39:41.786", 9)
 	f2("2026-11-30T03:39:50.0", 9) // after the stats event: still the last task
 
-	starts, last, ok := f.takeTasks()
+	starts, last, ok := f.events.takeTasks()
 	var counters []int64
 	for _, s := range starts {
 		counters = append(counters, s.Counter)
@@ -100,10 +100,10 @@ func TestFollowerProgressiveEvents(t *testing.T) {
 	if !slices.Equal(counters, []int64{3, 6, 9}) || !ok || last.Counter != 12 {
 		t.Fatalf("takeTasks = %v, last %d (%v); want [3 6 9], 12", counters, last.Counter, ok)
 	}
-	if ev, _ := f.taskAt(ms("2026-11-30T03:39:40.0")); ev.Task != "allocate" || ev.TaskUUID != "t-5" {
+	if ev, _ := f.events.taskAt(ms("2026-11-30T03:39:40.0")); ev.Task != "allocate" || ev.TaskUUID != "t-5" {
 		t.Fatalf("task at 39:40 = %+v, want allocate/t-5", ev)
 	}
-	if starts, _, ok := f.takeTasks(); len(starts) != 0 || ok {
+	if starts, _, ok := f.events.takeTasks(); len(starts) != 0 || ok {
 		t.Fatalf("second takeTasks = %v, %v; want nothing new", starts, ok)
 	}
 }

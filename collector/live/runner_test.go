@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 const runnerPlaybook = `- name: live collector test play
@@ -17,7 +18,7 @@ const runnerPlaybook = `- name: live collector test play
         argv: [python3, -c, "import time\nt = time.time()\nwhile time.time() - t < 2: pass"]
     - name: allocate memory
       ansible.builtin.command:
-        argv: [python3, -c, "import time\nb = b'x' * (250 << 20)\ntime.sleep(1.5)\ndel b\ntime.sleep(1)"]
+        argv: [python3, -c, "b = b'x' * (260 << 20)"]
       changed_when: true
       notify: say goodbye
     - name: fork a few
@@ -37,6 +38,14 @@ func runnerRequired() bool {
 // playbook under Collect, without --ident, so the collector must find the
 // artifacts dir runner makes, follow its job events as they are written and
 // attribute each peak to its task.
+//
+// "allocate memory" ends at its peak: python writes 260 MiB and exits at
+// once, so the task may hold no poll at all and the kernel's peak is read
+// at or after the next task's start: memory is polled every 3s here, so
+// most runs hold no memory poll between the allocation and the next
+// start. The sampler closes the task's interval at that start (a boundary
+// sample, or the poll restamped just before it), so the peak must be the
+// allocation's, with the production settle and job_events scan interval.
 func TestCollectAnsibleRunner(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs ansible-runner for about 10s")
@@ -65,11 +74,16 @@ func TestCollectAnsibleRunner(t *testing.T) {
 		Server:   srv.url(),
 		SpoolDir: t.TempDir(),
 		Command:  []string{"ansible-runner", "run", pdd, "-p", "perf.yml"},
-		Stdout:   t.Output(),
-		Stderr:   t.Output(),
-		Logger:   testLogger(t),
+		// Memory is polled less often than the allocation task lasts:
+		// only the task boundary puts its peak on it.
+		MemoryInterval: 3 * time.Second,
+		Stdout:         t.Output(),
+		Stderr:         t.Output(),
+		Logger:         testLogger(t),
 	}
-	code, err := collectLive(context.Background(), cfg, testTuning())
+	tune := testTuning()
+	tune.settle, tune.eventsEvery = defaultLiveTuning().settle, defaultLiveTuning().eventsEvery
+	code, err := collectLive(context.Background(), cfg, tune)
 	if err != nil || code != 0 {
 		t.Fatalf("Collect = %d, %v", code, err)
 	}

@@ -12,14 +12,12 @@ import (
 type liveSample struct {
 	resource string // ResourceCPU, ResourceMemory or ResourcePids
 	ms       int64  // unix milliseconds
+	// fromMs is when the interval the sample covers started (the previous
+	// reading); the interval ends at the reading, which is ms except for a
+	// boundary sample (stamped just before a task start it was read after).
+	fromMs   int64
+	boundary bool
 	v        float64
-}
-
-// cgroupStats is what the sampler reads; *cgroup.Cgroup implements it.
-type cgroupStats interface {
-	CPU() (time.Duration, error)
-	Memory() (current, peakSinceLast uint64, err error)
-	PIDs() (current, peakSinceLast uint64, err error)
 }
 
 // sampler reads a cgroup's counters on a schedule and turns them into
@@ -29,25 +27,56 @@ type cgroupStats interface {
 //     cgroup_perf_recap defines it: Δ CPU time / Δ wall time × 100.
 //   - memory: max(memory in use now, the kernel's peak since the previous
 //     poll) in bytes, so a spike between two polls is not lost; the value
-//     is an upper bound of usage during the interval ending at the sample,
-//     so a peak just before a task ends can show in the next task's first
-//     sample (by at most one interval).
+//     is an upper bound of usage during the interval ending at the sample.
 //   - pids: max(tasks now, pids.peak when it rose since the previous poll).
 //
-// A sample is stamped at the end of its interval. After ctx ends, run takes
-// one last sample of each resource (the tail of CPU time, the peak since
-// the last poll). Reading errors are logged once per resource and skipped.
+// A sample is stamped at the end of its interval, except at task
+// boundaries, where the interval that straddles a task start T is closed
+// at T−1ms so that a peak at the very end of a task (an allocation that
+// ends the task) is the earlier task's and not the next one's:
+//
+//   - when events shows a new task start T and a resource's open interval
+//     (from its previous reading to now) holds T, the resource is read at
+//     once (which resets the kernel's peak registers) and the sample is
+//     stamped T−1ms: a boundary sample. CPU is read so only when its
+//     interval is at least half a CPU interval long: a CPU share over a
+//     few milliseconds is a peak no poll-length window would show. For
+//     the same reason a regular poll less than half an interval after a
+//     boundary sample is skipped (the next one covers the time);
+//   - when a regular poll came first (the start was seen after it), the
+//     batcher restamps that poll's sample T−1ms once the start is known
+//     (batcher.attribute); likewise for a CPU boundary left to the poll.
+//
+// So the sample closing a task's memory and PIDs covers at most
+// min(event latency, poll interval) of the next task, its CPU at most a
+// poll interval, where the event latency is the time from the task start
+// to the start being seen: for collect's job_events follower, runner's
+// write of the event file (milliseconds after the event) plus up to one
+// 200ms scan of the directory, so about 0–200ms; for an AWX API source,
+// seconds. A sample attributed before the start was seen (Settle ran out)
+// keeps its poll time. Samples of one resource stay strictly increasing in
+// time: a boundary sample is stamped after the previous reading of its
+// resource, or not taken.
+//
+// After ctx ends, run takes one last sample of each resource (the tail of
+// CPU time, the peak since the last poll). Reading errors are logged once
+// per resource and skipped.
 type sampler struct {
-	stats                         cgroupStats
+	stats                         Stats
 	cpuEvery, memEvery, pidsEvery time.Duration
 	emit                          func(liveSample)
 	log                           *slog.Logger
 	now                           func() time.Time
+	// events tells of new task starts (nil: no events, no boundaries).
+	events *Events
 
 	prevCPU  time.Duration
 	prevWall time.Time
 	haveCPU  bool
 	failed   map[string]bool
+	// readMs is the time of each resource's latest reading, where its
+	// open interval starts (the baseline's time before the first one).
+	readMs map[string]int64
 }
 
 // baseline reads the CPU counter the first CPU sample is measured from;
@@ -56,8 +85,10 @@ func (s *sampler) baseline() {
 	if s.failed == nil {
 		s.failed = map[string]bool{}
 	}
+	now := s.now()
+	s.readMs = map[string]int64{ansible.ResourceCPU: now.UnixMilli(), ansible.ResourceMemory: now.UnixMilli(), ansible.ResourcePids: now.UnixMilli()}
 	if u, err := s.stats.CPU(); err == nil {
-		s.prevCPU, s.prevWall, s.haveCPU = u, s.now(), true
+		s.prevCPU, s.prevWall, s.haveCPU = u, now, true
 	}
 }
 
@@ -65,6 +96,10 @@ func (s *sampler) baseline() {
 func (s *sampler) run(ctx context.Context) {
 	if s.failed == nil {
 		s.baseline()
+	}
+	var starts <-chan struct{} // nil: never ready
+	if s.events != nil {
+		starts = s.events.startAdded()
 	}
 	if s.cpuEvery == s.memEvery && s.memEvery == s.pidsEvery {
 		// One wake-up per poll rather than three.
@@ -76,7 +111,9 @@ func (s *sampler) run(ctx context.Context) {
 				s.sampleAll()
 				return
 			case <-t.C:
-				s.sampleAll()
+				s.pollAll()
+			case <-starts:
+				s.boundary()
 			}
 		}
 	}
@@ -90,22 +127,78 @@ func (s *sampler) run(ctx context.Context) {
 			s.sampleAll()
 			return
 		case <-cpuT.C:
-			s.sampleCPU()
+			s.poll(ansible.ResourceCPU, s.cpuEvery, s.sampleCPU)
 		case <-memT.C:
-			s.sampleMemory()
+			s.poll(ansible.ResourceMemory, s.memEvery, s.sampleMemory)
 		case <-pidsT.C:
-			s.samplePIDs()
+			s.poll(ansible.ResourcePids, s.pidsEvery, s.samplePIDs)
+		case <-starts:
+			s.boundary()
 		}
 	}
 }
 
 func (s *sampler) sampleAll() {
-	s.sampleCPU()
-	s.sampleMemory()
-	s.samplePIDs()
+	s.sampleCPU(0)
+	s.sampleMemory(0)
+	s.samplePIDs(0)
 }
 
-func (s *sampler) sampleCPU() {
+// pollAll is a regular poll of every resource.
+func (s *sampler) pollAll() {
+	s.poll(ansible.ResourceCPU, s.cpuEvery, s.sampleCPU)
+	s.poll(ansible.ResourceMemory, s.memEvery, s.sampleMemory)
+	s.poll(ansible.ResourcePids, s.pidsEvery, s.samplePIDs)
+}
+
+// poll samples a resource on its tick, unless a boundary sample read it
+// less than half an interval ago: that reading waits for the next tick,
+// so that no regular sample covers a sliver of time (a CPU share over a
+// few milliseconds is a peak no poll-length window would show).
+func (s *sampler) poll(resource string, every time.Duration, sample func(stampMs int64)) {
+	if s.now().UnixMilli()-s.readMs[resource] < every.Milliseconds()/2 {
+		return
+	}
+	sample(0)
+}
+
+// boundary closes each resource's open interval at the newest task start
+// seen since the previous call, when the interval holds it (see sampler).
+func (s *sampler) boundary() {
+	startMs, ok := s.events.takeStart()
+	if !ok {
+		return
+	}
+	stampMs := startMs - 1
+	if stampMs >= s.now().UnixMilli() {
+		return // a start ahead of this clock: the next poll is before it anyway
+	}
+	// A CPU share is an average over its interval: one shorter than half
+	// an interval is left to the next poll, which the batcher restamps.
+	nowMs := s.now().UnixMilli()
+	if r := s.readMs[ansible.ResourceCPU]; r < stampMs && nowMs-r >= s.cpuEvery.Milliseconds()/2 {
+		s.sampleCPU(stampMs)
+	}
+	if s.readMs[ansible.ResourceMemory] < stampMs {
+		s.sampleMemory(stampMs)
+	}
+	if s.readMs[ansible.ResourcePids] < stampMs {
+		s.samplePIDs(stampMs)
+	}
+}
+
+// stamp emits a reading taken at now, stamped at stampMs (a boundary
+// sample), or at now when stampMs is 0.
+func (s *sampler) stamp(resource string, now time.Time, stampMs int64, v float64) {
+	x := liveSample{resource: resource, ms: stampMs, fromMs: s.readMs[resource], boundary: stampMs != 0, v: v}
+	if stampMs == 0 {
+		x.ms = now.UnixMilli()
+	}
+	s.readMs[resource] = now.UnixMilli()
+	s.emit(x)
+}
+
+func (s *sampler) sampleCPU(stampMs int64) {
 	u, err := s.stats.CPU()
 	now := s.now()
 	if s.check(ansible.ResourceCPU, err) {
@@ -117,25 +210,27 @@ func (s *sampler) sampleCPU() {
 			return // too short to say anything: keep the older baseline
 		}
 		pct := float64(u-s.prevCPU) / float64(wall) * 100
-		s.emit(liveSample{resource: ansible.ResourceCPU, ms: now.UnixMilli(), v: max(pct, 0)})
+		s.stamp(ansible.ResourceCPU, now, stampMs, max(pct, 0))
+	} else {
+		s.readMs[ansible.ResourceCPU] = now.UnixMilli() // the first interval starts here
 	}
 	s.prevCPU, s.prevWall, s.haveCPU = u, now, true
 }
 
-func (s *sampler) sampleMemory() {
+func (s *sampler) sampleMemory(stampMs int64) {
 	cur, peak, err := s.stats.Memory()
 	if s.check(ansible.ResourceMemory, err) {
 		return
 	}
-	s.emit(liveSample{resource: ansible.ResourceMemory, ms: s.now().UnixMilli(), v: float64(max(cur, peak))})
+	s.stamp(ansible.ResourceMemory, s.now(), stampMs, float64(max(cur, peak)))
 }
 
-func (s *sampler) samplePIDs() {
+func (s *sampler) samplePIDs(stampMs int64) {
 	cur, peak, err := s.stats.PIDs()
 	if s.check(ansible.ResourcePids, err) {
 		return
 	}
-	s.emit(liveSample{resource: ansible.ResourcePids, ms: s.now().UnixMilli(), v: float64(max(cur, peak))})
+	s.stamp(ansible.ResourcePids, s.now(), stampMs, float64(max(cur, peak)))
 }
 
 // check logs err the first time a resource fails and reports whether the

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
-
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -158,14 +157,16 @@ func TestBatcherAttributesAndWaitsForEvents(t *testing.T) {
 	var sent []ship.Batch
 	id := ""
 	b := &batcher{
-		follower: f, jobID: func() string { return id }, settle: 5 * time.Second, maxSamples: 4,
+		events: f.events, jobID: func() string { return id }, settle: 5 * time.Second, maxSamples: 4,
 		send: func(body []byte, n int) { sent = append(sent, decodeBody(t, body)) },
 		log:  testLogger(t),
 	}
+	// Readings of an instant (fromMs = ms): no interval holds a task
+	// start, so none is restamped (see TestBatcherRestampsStraddlingSample).
 	for i := int64(0); i < 10; i++ { // a sample every 500ms for 5s
-		b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 500*i, v: float64(i)})
+		b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 500*i, fromMs: base + 500*i, v: float64(i)})
 	}
-	b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 4500, v: 99}) // same ms: moved 1ms on
+	b.add(liveSample{resource: ansible.ResourceCPU, ms: base + 4500, fromMs: base + 4500, v: 99}) // same ms: moved 1ms on
 
 	now := time.UnixMilli(base + 4900)
 	if n := b.flush(now, false); n != 0 {
@@ -176,7 +177,7 @@ func TestBatcherAttributesAndWaitsForEvents(t *testing.T) {
 		t.Fatalf("flushed %d samples before any event, want 0", n)
 	}
 	// Events up to base+1200ms: samples up to there settle.
-	f.add([]ansible.JobEvent{
+	f.events.Add([]ansible.JobEvent{
 		{Counter: 1, TimeMs: base - 100},
 		{Counter: 3, TimeMs: base + 700, TaskStart: true, TaskUUID: "t-4", Task: "burn"},
 		{Counter: 4, TimeMs: base + 1200},

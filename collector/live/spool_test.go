@@ -48,12 +48,12 @@ func TestSpoolServerDownAndBack(t *testing.T) {
 	srv.setState("down")
 	waitFor(t, "batches spooled to disk while the server is down", func() bool { return len(spooled(t, dir)) >= 3 })
 	srv.setState("up")
-	waitFor(t, "the backlog to drain", func() bool { return len(spooled(t, dir)) == 0 && p.batcher.pendingSamples() < 10 })
+	waitFor(t, "the backlog to drain", func() bool { return len(spooled(t, dir)) == 0 && p.session.PendingSamples() < 10 })
 	srv.setState("503")
 	waitFor(t, "503 answers", func() bool { return srv.answered("503") >= 6 })
 	srv.setState("down")
 	p.stop()
-	takenA := p.samples
+	takenA := p.session.Samples()
 	if len(spooled(t, dir)) == 0 {
 		t.Fatal("nothing spooled although the server was down at the end")
 	}
@@ -66,7 +66,7 @@ func TestSpoolServerDownAndBack(t *testing.T) {
 	p2 := runPipeline(t, srv, dir, "job-b", 30)
 	waitFor(t, "the spool to be resent", func() bool { return len(spooled(t, dir)) == 0 })
 	p2.stop()
-	takenB := p2.samples
+	takenB := p2.session.Samples()
 
 	got := srv.got()
 	type key struct {

@@ -1,0 +1,292 @@
+package live
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/ship"
+)
+
+// sentBatches collects what a session sends.
+type sentBatches struct {
+	mu      sync.Mutex
+	t       *testing.T
+	batches []ship.Batch
+	samples int
+}
+
+func (s *sentBatches) send(body []byte, n int) {
+	b := decodeBody(s.t, body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, b)
+	s.samples += n
+}
+
+// times returns the times of a resource's samples sent per counter, in
+// milliseconds after ms0.
+func (s *sentBatches) times(resource string, ms0 int64) map[int64][]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int64][]int64{}
+	for _, b := range s.batches {
+		for _, sr := range b.Series {
+			if sr.Resource != resource {
+				continue
+			}
+			for _, t := range sr.Ts {
+				out[sr.Counter] = append(out[sr.Counter], t-ms0)
+			}
+		}
+	}
+	return out
+}
+
+// counters returns the samples sent per (resource, counter).
+func (s *sentBatches) counters() map[string]map[int64]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]map[int64]int{}
+	for _, b := range s.batches {
+		for _, sr := range b.Series {
+			if out[sr.Resource] == nil {
+				out[sr.Resource] = map[int64]int{}
+			}
+			out[sr.Resource][sr.Counter] += len(sr.Ts)
+		}
+	}
+	return out
+}
+
+// TestSessionHoldsSamplesForLateEvents runs a session whose events come
+// late (an AWX API lagging by seconds): samples wait for them however
+// long Settle allows, and are then attributed to the right task.
+func TestSessionHoldsSamplesForLateEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		st := &fakeStats{start: t0, cpuShare: 1, mem: 1000, pids: 2}
+		evs := NewEvents()
+		sent := &sentBatches{t: t}
+		s, err := NewSession(SessionConfig{
+			JobID: "42", Info: ansible.JobInfo{TemplateID: "7"}, Stats: st, Events: evs,
+			PollInterval: 100 * time.Millisecond, Settle: time.Hour, FlushInterval: 100 * time.Millisecond,
+			Send: sent.send, Logger: testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		time.Sleep(2050 * time.Millisecond) // 20 polls
+		synctest.Wait()
+		if sent.samples != 0 || s.PendingSamples() != 60 {
+			t.Fatalf("sent %d samples, %d pending before any event; want 0 sent, 60 pending", sent.samples, s.PendingSamples())
+		}
+		// The events of the first second arrive, late: a task started at
+		// 550ms, another at 1020ms (the newest event).
+		ms0 := t0.UnixMilli()
+		evs.Add([]ansible.JobEvent{
+			{Counter: 1, TimeMs: ms0},
+			{Counter: 3, TimeMs: ms0 + 550, TaskStart: true, TaskUUID: "a", Task: "first"},
+			{Counter: 5, TimeMs: ms0 + 1020, TaskStart: true, TaskUUID: "b", Task: "second"},
+		})
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		// Polls at 100..1000ms are settled: 100..500 before the first task;
+		// the poll at 600 covers 500..600, which holds the start at 550,
+		// so it closes the time before it (restamped 549); 700..1000 in
+		// the first task.
+		want := map[int64][]int64{0: {100, 200, 300, 400, 500, 549}, 3: {700, 800, 900, 1000}}
+		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+			if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s sample times per counter %v, want %v", r, got, want)
+			}
+		}
+		s.StopSampling() // at 2150ms: one last sample of each resource
+		taken := s.Samples()
+		if taken != 3*22 {
+			t.Fatalf("%d samples taken, want 66 (21 polls and the last one)", taken)
+		}
+		time.Sleep(time.Second)
+		if sent.samples != 30 {
+			t.Fatalf("sent %d samples after sampling stopped, want still 30: the rest wait for events", sent.samples)
+		}
+		evs.Complete() // the job's events are all in
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if n := s.Close(); n != taken || sent.samples != taken || s.PendingSamples() != 0 {
+			t.Fatalf("Close: %d taken, %d sent, %d pending; want all %d sent", n, sent.samples, s.PendingSamples(), taken)
+		}
+		// The poll at 1100 covers the start at 1020: restamped 1019.
+		want = map[int64][]int64{
+			0: {100, 200, 300, 400, 500, 549}, 3: {700, 800, 900, 1000, 1019},
+			5: {1200, 1300, 1400, 1500, 1600, 1700, 1800, 1900, 2000, 2100, 2150},
+		}
+		if got := sent.times(ansible.ResourceMemory, ms0); !reflect.DeepEqual(got, want) {
+			t.Fatalf("memory sample times per counter %v, want %v", got, want)
+		}
+		if sent.batches[0].TemplateID != "7" || sent.batches[0].JobID != "42" || len(sent.batches[0].Tasks) != 2 {
+			t.Fatalf("first batch %+v: want job 42, template 7 and both tasks", sent.batches[0])
+		}
+	})
+}
+
+// TestSessionMaxPendingSamples: with no events at all, a bounded session
+// holds at most MaxPendingSamples and sends the older ones unattributed.
+func TestSessionMaxPendingSamples(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &fakeStats{start: time.Now(), cpuShare: 1, mem: 1000, pids: 2}
+		sent := &sentBatches{t: t}
+		s, err := NewSession(SessionConfig{
+			JobID: "42", Stats: st, Events: NewEvents(), PollInterval: 100 * time.Millisecond,
+			Settle: time.Hour, MaxPendingSamples: 10, FlushInterval: 250 * time.Millisecond,
+			Send: sent.send, Logger: testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		for range 8 {
+			time.Sleep(250 * time.Millisecond)
+			synctest.Wait()
+			if p := s.PendingSamples(); p > 10+3*2 {
+				t.Fatalf("%d samples pending, want at most 10 after a flush and 2 polls", p)
+			}
+		}
+		// 20 polls of 3 resources; the flush at 2000ms left 10 pending
+		// (the polls at 2000ms run before or after it: 10 or 13 left).
+		if sent.samples+s.PendingSamples() != 60 || sent.samples < 47 {
+			t.Fatalf("sent %d, pending %d; want 60 in all, at most 13 pending", sent.samples, s.PendingSamples())
+		}
+		for r, by := range sent.counters() {
+			if len(by) != 1 || by[0] == 0 {
+				t.Fatalf("%s samples per counter %v, want counter 0 only", r, by)
+			}
+		}
+		s.Close()
+	})
+}
+
+func TestNewSessionRefuses(t *testing.T) {
+	st := &fakeStats{}
+	send := func([]byte, int) {}
+	f := func(name string, cfg SessionConfig) {
+		t.Helper()
+		if _, err := NewSession(cfg); err == nil {
+			t.Errorf("%s: NewSession accepted %+v", name, cfg)
+		}
+	}
+	f("no job id", SessionConfig{Stats: st, Send: send})
+	f("no stats", SessionConfig{JobID: "1", Send: send})
+	f("no sender", SessionConfig{JobID: "1", Stats: st})
+	f("poll too short", SessionConfig{JobID: "1", Stats: st, Send: send, PollInterval: time.Millisecond})
+	f("memory poll too short", SessionConfig{JobID: "1", Stats: st, Send: send, MemoryInterval: 5 * time.Millisecond})
+	if _, err := NewSession(SessionConfig{JobID: "1", Stats: st, Send: send}); err != nil {
+		t.Errorf("defaults refused: %v", err)
+	}
+}
+
+// points returns a resource's samples sent per counter as "t:v" with t in
+// milliseconds after ms0.
+func (s *sentBatches) points(resource string, ms0 int64) map[int64][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int64][]string{}
+	for _, b := range s.batches {
+		for _, sr := range b.Series {
+			if sr.Resource != resource {
+				continue
+			}
+			for i, t := range sr.Ts {
+				out[sr.Counter] = append(out[sr.Counter], fmt.Sprintf("%d:%g", t-ms0, sr.Vs[i]))
+			}
+		}
+	}
+	return out
+}
+
+// TestSessionTaskBoundaries: a memory peak in the last moments of a task
+// is that task's, whether the next task's start is seen before the next
+// poll (a boundary sample is taken at once, stamped 1ms before the start)
+// or after it (the poll's sample is restamped so). Times and values are
+// exact: the clock is synctest's.
+func TestSessionTaskBoundaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		ms0 := t0.UnixMilli()
+		st := &fakeStats{start: t0, cpuShare: 1, mem: 1000, pids: 2}
+		evs := NewEvents()
+		// Task A started before the session: no boundary for it.
+		evs.Add([]ansible.JobEvent{{Counter: 3, TimeMs: ms0 - 100, TaskStart: true, TaskUUID: "a", Task: "A"}})
+		sent := &sentBatches{t: t}
+		s, err := NewSession(SessionConfig{
+			JobID: "j", Stats: st, Events: evs, PollInterval: 250 * time.Millisecond,
+			Settle: time.Hour, FlushInterval: 100 * time.Millisecond, Send: sent.send, Logger: testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		at := func(ms int64) { // sleep until ms after t0
+			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
+			synctest.Wait()
+		}
+		setPeak := func(v uint64) {
+			st.mu.Lock()
+			st.peak = v
+			st.mu.Unlock()
+		}
+		at(600)
+		setPeak(5000) // A allocates and ends at its peak, after the poll at 500
+		at(700)       // B's start (650) is seen before the poll at 750
+		evs.Add([]ansible.JobEvent{
+			{Counter: 4, TimeMs: ms0 + 640},
+			{Counter: 5, TimeMs: ms0 + 650, TaskStart: true, TaskUUID: "b", Task: "B"},
+		})
+		at(1100)
+		setPeak(7000) // B peaks after the poll at 1000
+		at(1300)      // C's start (1200) is seen after the poll at 1250
+		evs.Add([]ansible.JobEvent{{Counter: 7, TimeMs: ms0 + 1200, TaskStart: true, TaskUUID: "c", Task: "C"}})
+		at(1505)
+		setPeak(9000) // C peaks after the poll at 1500
+		at(1530)      // D's start (1510) is seen 30ms after that poll
+		evs.Add([]ansible.JobEvent{{Counter: 9, TimeMs: ms0 + 1510, TaskStart: true, TaskUUID: "d", Task: "D"}})
+		at(1800)
+		evs.Add([]ansible.JobEvent{{Counter: 10, TimeMs: ms0 + 1790}})
+		evs.Complete()
+		if n := s.Close(); n != 26 {
+			t.Fatalf("%d samples taken, want 26: 7 polls (CPU) or 6 (memory, PIDs: 750 skipped), 2 boundaries (CPU 1), the last", n)
+		}
+
+		f := func(resource string, want map[int64][]string) {
+			t.Helper()
+			if got := sent.points(resource, ms0); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s samples per counter (ms:value)\n got %v\nwant %v", resource, got, want)
+			}
+		}
+		f(ansible.ResourceMemory, map[int64][]string{
+			3: {"250:1000", "500:1000", "649:5000"}, // the boundary sample holds A's peak
+			5: {"1000:1000", "1199:7000"},           // the poll at 1250, restamped
+			7: {"1500:1000", "1509:9000"},           // a boundary sample, 30ms after the poll
+			9: {"1750:1000", "1800:1000"},
+		})
+		// CPU: the boundary sample covers 500..700; the poll at 750, 50ms
+		// after it, is skipped: the next covers 700..1000. All at one CPU.
+		f(ansible.ResourceCPU, map[int64][]string{
+			3: {"250:100", "500:100", "649:100"},
+			5: {"1000:100", "1199:100"},
+			7: {"1500:100", "1509:100"}, // 30ms is too short a CPU window: the poll at 1750, restamped
+			9: {"1800:100"},
+		})
+		f(ansible.ResourcePids, map[int64][]string{
+			3: {"250:2", "500:2", "649:2"},
+			5: {"1000:2", "1199:2"},
+			7: {"1500:2", "1509:2"},
+			9: {"1750:2", "1800:2"},
+		})
+	})
+}
