@@ -31,7 +31,7 @@ var (
 )
 
 // peaklineBin builds the peakline binary once per test run.
-func peaklineBin(t *testing.T) string {
+func peaklineBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "peakline-bin")

@@ -217,7 +217,8 @@ func (s *Session) Close() int {
 }
 
 // SetInfo sets the job's info; the next batch carries it. A playbook
-// already learnt from the events is kept when info names none.
+// already learnt from the events, and how the job is measured, are kept
+// when info names none.
 func (s *Session) SetInfo(info ansible.JobInfo) { s.batcher.setInfo(info) }
 
 // Samples returns the number of samples taken so far.

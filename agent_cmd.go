@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peakline/peakline/collector/agent"
+	"github.com/peakline/peakline/collector/discover"
+)
+
+// agentCommand is `peakline agent`: the per-node AWX agent.
+func agentCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
+	var cfg agent.Config
+	rules := discover.DefaultRules()
+	var scopes []string
+	cmd := &cobra.Command{
+		Use:   "agent --server URL --awx-url URL --awx-token-file FILE",
+		Short: "Sample every AWX job running on this node and stream it to a server, task by task",
+		Long: `agent runs on an AWX execution node (podman) or Kubernetes node and
+samples every AWX job found running there: it scans the cgroups for job
+containers (podman libpod-<id>.scope, Kubernetes cri-containerd-<id>.scope)
+and /proc for the processes of jobs that have no cgroup of their own, tells
+each job's AWX id from JOB_ID in its processes' environment (or conmon's
+-n ansible_runner_<id>), samples its CPU, memory and PIDs like collect,
+attributes each sample to the task running at the time from the job's
+events in the AWX API, and streams batches to the server. It reads
+cgroupfs and /proc, asks AWX (read-only token), listens on nothing.
+
+--scope KIND:TOP:REGEXP (repeatable) replaces the default places jobs are
+looked for: KIND is podman or kubernetes, TOP a top-level cgroup (a glob),
+REGEXP matches a container cgroup's name, its first group the container id.
+
+Every flag is also an environment variable (PEAKLINE_AWX_URL for --awx-url)
+and a key of the --config file.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger()
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("scope") {
+				rules.Scopes = rules.Scopes[:0]
+				for _, s := range scopes {
+					r, err := parseScope(s)
+					if err != nil {
+						return codedError{code: exitUsage, err: fmt.Errorf("--scope: %w", err)}
+					}
+					rules.Scopes = append(rules.Scopes, r)
+				}
+			}
+			cfg.Rules = rules
+			cfg.Logger = logger
+			err = agent.Run(cmd.Context(), cfg)
+			if errors.Is(err, agent.ErrConfig) {
+				return codedError{code: exitUsage, err: err}
+			}
+			return err
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return codedError{code: exitUsage, err: err} })
+	f := cmd.Flags()
+	f.StringVar(&cfg.Server, "server", "", "base URL of the peakline serve to stream to")
+	clientFlags(f, &cfg.Transport)
+	f.StringVar(&cfg.AWXURL, "awx-url", "", "base URL of AWX, e.g. https://awx.example.com")
+	f.StringVar(&cfg.AWXTokenFile, "awx-token-file", "", "file holding a read-only AWX OAuth2 token (read once at start)")
+	f.StringVar(&cfg.AWXCAFile, "awx-ca-file", "", "PEM CA bundle trusted for AWX's certificate, in addition to the system roots")
+	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the host's cgroup hierarchies are (e.g. /host/sys/fs/cgroup in a container)")
+	f.StringVar(&cfg.ProcRoot, "proc-root", "/proc", "the host's /proc (e.g. /host/proc in a container)")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", 250*time.Millisecond, "sampling interval")
+	f.DurationVar(&cfg.CPUInterval, "cpu-poll-interval", 0, "CPU sampling interval (default: --poll-interval)")
+	f.DurationVar(&cfg.MemoryInterval, "memory-poll-interval", 0, "memory sampling interval (default: --poll-interval)")
+	f.DurationVar(&cfg.PIDsInterval, "pid-poll-interval", 0, "PID sampling interval (default: --poll-interval)")
+	f.DurationVar(&cfg.DiscoverInterval, "discover-interval", 0, "how often to look for new jobs (default: --poll-interval)")
+	f.DurationVar(&cfg.AWXPollInterval, "awx-poll-interval", time.Second, "least time between two AWX requests about one job")
+	f.IntVar(&cfg.AWXMaxConcurrent, "awx-max-concurrent", 4, "most AWX requests in flight at once, over all jobs")
+	f.IntVar(&cfg.AWXPageSize, "awx-page-size", 200, "page_size of job event requests (AWX's largest is 200)")
+	f.DurationVar(&cfg.AWXSettle, "awx-settle", 5*time.Minute, "longest a sample waits for AWX to show its task (AWX lags or is down)")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 10*time.Minute, "longest a finished job's events are still followed")
+	f.IntVar(&cfg.MaxHeldSamples, "max-held-samples", 100_000, "most samples one job holds while its tasks are unknown")
+	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: /var/lib/peakline-agent/spool for root, else the user cache dir)")
+	f.StringArrayVar(&scopes, "scope", nil, "KIND:TOP:REGEXP where job containers are (repeatable; default: podman machine.slice, user.slice, libpod_parent; kubernetes kubepods.slice, kubepods)")
+	f.IntVar(&rules.MaxDepth, "scope-depth", rules.MaxDepth, "cgroup levels below a scope's TOP searched for containers")
+	f.StringVar(&rules.JobIDEnv, "job-id-env", rules.JobIDEnv, "environment variable holding the AWX job id in a job's processes")
+	f.StringVar(&rules.PodNameEnv, "pod-name-env", rules.PodNameEnv, `environment variable holding the pod name ("" to not use it)`)
+	f.StringVar(&rules.PodName, "pod-name", rules.PodName, "regexp of AWX job pod names; first group = job id")
+	f.StringSliceVar(&rules.Trusted, "job-process", rules.Trusted, "process names (comm) whose environment is read for the job id")
+	f.StringVar(&rules.ConmonComm, "conmon-comm", rules.ConmonComm, `name of podman's conmon process ("" to not use it)`)
+	f.StringVar(&rules.ConmonName, "conmon-name", rules.ConmonName, "regexp of conmon's -n container name; first group = job id")
+	f.BoolVar(&rules.ProcessTree, "process-tree", rules.ProcessTree, "also sample jobs without a cgroup of their own through their process tree")
+	return cmd
+}
+
+// parseScope reads KIND:TOP:REGEXP.
+func parseScope(s string) (discover.ScopeRule, error) {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return discover.ScopeRule{}, fmt.Errorf("%q is not KIND:TOP:REGEXP (e.g. podman:machine.slice:^libpod-([0-9a-f]{64})\\.scope$)", s)
+	}
+	kind := discover.Kind(parts[0])
+	if kind != discover.KindPodman && kind != discover.KindKubernetes {
+		return discover.ScopeRule{}, fmt.Errorf("%q: kind %q must be %s or %s", s, parts[0], discover.KindPodman, discover.KindKubernetes)
+	}
+	return discover.ScopeRule{Kind: kind, Top: parts[1], Name: parts[2]}, nil
+}

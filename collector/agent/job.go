@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
+)
+
+// stopFlushTimeout bounds how long a job still waits for its events when
+// the agent itself stops.
+const stopFlushTimeout = 2 * time.Second
+
+// runJob is one job's life on the node: open its cgroup or process tree,
+// sample until it has no process left, follow its AWX events until they
+// are complete (at most DrainTimeout), flush, forget. Nothing a job does
+// (a vanished cgroup, an AWX error, a panic) reaches the other jobs.
+// wasRunning says the job started before the agent did.
+func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
+	log := a.log.With("job", t.jobID)
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("job handling failed; the agent goes on with the other jobs", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	o, err := a.w.open(t)
+	if err != nil {
+		log.Warn("cannot open the job to sample it; skipping it", "cgroup", t.cgroupDir, "err", err)
+		return
+	}
+	defer o.close()
+	if wasRunning {
+		log.Info("job was running before the agent started: its samples from before now are missing", "measured", o.measured)
+	}
+	followCtx, stopFollowing := context.WithCancel(context.Background())
+	defer stopFollowing()
+	s, err := a.w.start(followCtx, t, o)
+	if err != nil {
+		log.Warn("cannot start sampling the job; skipping it", "err", err)
+		return
+	}
+	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir)
+
+	var info ansible.JobInfo
+	final, warnedHeld := false, false
+	update := func() {
+		if n := s.held(); !warnedHeld && n >= a.cfg.MaxHeldSamples {
+			warnedHeld = true
+			log.Warn("the job holds the most samples allowed while their tasks are unknown (AWX lags or does not answer); older ones go out with the tasks known so far",
+				"held", n, "max_held_samples", a.cfg.MaxHeldSamples)
+		}
+		got, fin, ok := s.info()
+		if !ok {
+			return
+		}
+		got.Measured = o.measured
+		if got != info {
+			s.setInfo(got)
+			info = got
+		}
+		final = fin
+	}
+	a.waitEmpty(ctx, o, update, log)
+	s.stopSampling()
+
+	// The AWX API lags the job by seconds: the last tasks' events, and the
+	// final status, come after the container is gone.
+	drain := a.cfg.DrainTimeout
+	if ctx.Err() != nil {
+		drain = stopFlushTimeout
+	}
+	deadline := time.NewTimer(drain)
+	defer deadline.Stop()
+	tick := time.NewTicker(a.cfg.AWXPollInterval)
+	defer tick.Stop()
+	stopping := ctx.Done()
+	for waiting := true; waiting; {
+		update()
+		if final && s.eventsComplete() {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			log.Warn("the job's events are not complete; sending its samples with the tasks known", "waited", drain, "status", info.Status)
+			waiting = false
+		case <-stopping:
+			stopping = nil
+			if drain != stopFlushTimeout {
+				drain = stopFlushTimeout
+				deadline.Reset(drain)
+			}
+		}
+	}
+	stopFollowing()
+	s.close()
+	log.Info("job done", "status", info.Status, "template", info.TemplateID)
+}
+
+// waitEmpty returns when the job has no process left (or its cgroup is
+// gone), or ctx ends, calling update every poll.
+func (a *agent) waitEmpty(ctx context.Context, o *opened, update func(), log *slog.Logger) {
+	t := time.NewTicker(a.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			update()
+			alive, err := o.alive()
+			if err != nil {
+				log.Debug("job's processes are gone", "err", err)
+				return
+			}
+			if !alive {
+				return
+			}
+		}
+	}
+}
