@@ -16,16 +16,23 @@ import (
 // A sample taken at time t is attributed to the task start with the
 // greatest created time ≤ t. Runner writes an event file shortly after the
 // event, so a sample waits until an event created at or after t was seen,
-// or until it is settle old (a long task writes no events for a while), or
-// the job ended. Samples before the first task start, and all samples of a
-// job without job events, get counter 0 and no task.
+// or until it is settle old (a long task writes no events for a while, and
+// the task running is then the newest one known), or the job ended.
+// Samples before the first task start, and all samples of a job without
+// job events, get counter 0 and no task.
+//
+// Beyond maxPending held samples the oldest go out before they are
+// settled. Their task cannot be known yet (it may have started after the
+// newest event seen, in an event the source has not read: the AWX API is
+// down or lags), so they get counter 0 and no task too, rather than a
+// guess; the first time, it is logged with the count.
 //
 // add is safe for concurrent use with flush.
 type batcher struct {
 	events     *Events       // nil: the job has no job events
 	jobID      func() string // "" while not decided; batches wait for it
 	settle     time.Duration
-	maxPending int // samples held beyond it are sent as if settled; 0: no bound
+	maxPending int // samples held beyond it are sent with no task; 0: no bound
 	maxSamples int
 	send       func(body []byte, samples int)
 	log        *slog.Logger
@@ -35,12 +42,18 @@ type batcher struct {
 	lastMs  map[string]int64
 	info    ansible.JobInfo
 	newInfo bool // info changed since it was last sent
+	// capLogged: samples were sent with no task because of maxPending,
+	// and it was logged.
+	capLogged bool
 
 	// Used by the flushing goroutine only: enc is reused across batches
 	// (a flate writer allocates about 1 MB); outMs is the time of each
 	// resource's newest sample sent.
 	enc   ship.Encoder
 	outMs map[string]int64
+	// unknown[i] tells that the i-th sample of the batch being built is
+	// sent with no task (reused across batches).
+	unknown []bool
 }
 
 // add queues a sample. Two samples of one resource never share a
@@ -108,13 +121,24 @@ func (b *batcher) flush(now time.Time, final bool) int {
 func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more bool) {
 	nowMs := now.UnixMilli()
 	b.mu.Lock()
+	b.unknown = b.unknown[:0]
+	forced := 0
 	for n < len(b.pending) && n < b.maxSamples {
 		t := b.pending[n].ms
-		if !final && b.events != nil && !b.events.settled(t) && nowMs-t < b.settle.Milliseconds() &&
-			(b.maxPending <= 0 || len(b.pending)-n <= b.maxPending) {
+		if final || b.events == nil || b.events.settled(t) || nowMs-t >= b.settle.Milliseconds() {
+			b.unknown = append(b.unknown, false)
+		} else if b.maxPending > 0 && len(b.pending)-n > b.maxPending {
+			b.unknown = append(b.unknown, true) // its task is not known yet
+			forced++
+		} else {
 			break
 		}
 		n++
+	}
+	if forced > 0 && !b.capLogged {
+		b.capLogged = true
+		b.log.Warn("held samples past the bound sent with no task: their task is not known yet",
+			"samples", forced, "max_pending", b.maxPending)
 	}
 	take := b.pending[:n:n]
 	b.pending = b.pending[n:]
@@ -125,7 +149,7 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	}
 	b.mu.Unlock()
 
-	body := ship.Batch{JobID: id, Series: b.attribute(take), JobInfo: info}
+	body := ship.Batch{JobID: id, Series: b.attribute(take, b.unknown), JobInfo: info}
 	if b.events != nil {
 		starts, last, ok := b.events.takeTasks()
 		for _, s := range starts {
@@ -179,7 +203,10 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 // sample would have been; the newest start ≤ its time decides. This keeps
 // each resource's times strictly increasing: T−1 is after the interval's
 // start, which is at or after the previous sample of the resource.
-func (b *batcher) attribute(samples []liveSample) []ansible.Series {
+//
+// A sample whose unknown[i] is true gets counter 0 and no task, and keeps
+// its time.
+func (b *batcher) attribute(samples []liveSample, unknown []bool) []ansible.Series {
 	type key struct {
 		resource string
 		counter  int64
@@ -190,9 +217,9 @@ func (b *batcher) attribute(samples []liveSample) []ansible.Series {
 	}
 	index := map[key]int{}
 	var series []ansible.Series
-	for _, s := range samples {
+	for i, s := range samples {
 		var start ansible.JobEvent
-		if b.events != nil {
+		if b.events != nil && !unknown[i] {
 			var ok bool
 			start, ok = b.events.taskAt(s.ms)
 			if t := start.TimeMs; ok && !s.boundary && s.fromMs < t-1 && b.outMs[s.resource] < t-1 {

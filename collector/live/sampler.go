@@ -53,8 +53,8 @@ type liveSample struct {
 // to the start being seen: for collect's job_events follower, runner's
 // write of the event file (milliseconds after the event) plus up to one
 // 200ms scan of the directory, so about 0–200ms; for an AWX API source,
-// seconds. A sample attributed before the start was seen (Settle ran out)
-// keeps its poll time. Samples of one resource stay strictly increasing in
+// seconds. A sample attributed before the start was seen (Settle ran out,
+// or MaxPendingSamples sent it with no task) keeps its poll time. Samples of one resource stay strictly increasing in
 // time: a boundary sample is stamped after the previous reading of its
 // resource, or not taken.
 //

@@ -45,12 +45,17 @@ type SessionConfig struct {
 	PollInterval, CPUInterval, MemoryInterval, PIDsInterval time.Duration
 	// Settle is the longest a sample waits for Events to show the task
 	// it belongs to (an event created at or after it) before it is sent
-	// attributed with what is known (default 5s). A source whose events
-	// lag (the AWX API saves them seconds late, and may be down) wants
-	// minutes.
+	// attributed with what is known (default 5s): a task that writes no
+	// events for a while is still the newest one known. A source whose
+	// events lag (the AWX API saves them seconds late, and may be down)
+	// wants minutes.
 	Settle time.Duration
 	// MaxPendingSamples bounds the samples held waiting for their task:
-	// beyond it the oldest are sent as if settled. 0: no bound but Settle.
+	// beyond it the oldest are sent before Settle. Those that Events
+	// does not cover yet (taken after the newest event seen) get counter
+	// 0 and no task, as before the first task start: the task running
+	// then may be one not seen yet. The first time is logged with the
+	// count. 0: no bound but Settle.
 	MaxPendingSamples int
 	// FlushInterval is how often settled samples are batched (default 1s).
 	FlushInterval time.Duration

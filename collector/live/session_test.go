@@ -1,8 +1,11 @@
 package live
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -166,6 +169,118 @@ func TestSessionMaxPendingSamples(t *testing.T) {
 			if len(by) != 1 || by[0] == 0 {
 				t.Fatalf("%s samples per counter %v, want counter 0 only", r, by)
 			}
+		}
+		s.Close()
+	})
+}
+
+// TestSessionMaxPendingUnknownTask: while the events stall (the AWX API
+// is down), samples forced out by MaxPendingSamples that the events do not
+// cover yet go out with counter 0 and no task, since the task running
+// then may be one not seen yet; those the events cover are attributed as
+// usual, and so are the samples still held when the events come back.
+// The clock is synctest's: polls every 100ms, flushes every 110ms (never
+// at the same instant before 1100ms), at most 6 samples (2 polls) held.
+func TestSessionMaxPendingUnknownTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		ms0 := t0.UnixMilli()
+		st := &fakeStats{start: t0, cpuShare: 1, mem: 1000, pids: 2}
+		evs := NewEvents()
+		// Task A started before the session; nothing after it is known.
+		evs.Add([]ansible.JobEvent{{Counter: 3, TimeMs: ms0 - 100, TaskStart: true, TaskUUID: "a", Task: "A"}})
+		sent := &sentBatches{t: t}
+		var logs bytes.Buffer
+		s, err := NewSession(SessionConfig{
+			JobID: "42", Stats: st, Events: evs, PollInterval: 100 * time.Millisecond,
+			Settle: time.Hour, MaxPendingSamples: 6, FlushInterval: 110 * time.Millisecond,
+			Send: sent.send, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		at := func(ms int64) { // sleep until ms after t0
+			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
+			synctest.Wait()
+		}
+		// Flush at 330: polls 100..300 held, one too many: the poll at
+		// 100 goes out with no task (the newest event is at -100).
+		at(335)
+		if got, want := sent.times(ansible.ResourceMemory, ms0), map[int64][]int64{0: {100}}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("memory sample times per counter at 335ms %v, want %v", got, want)
+		}
+		// An event of A created at 350 comes: the flush at 440 sends the
+		// polls at 200 and 300 as A's; 400 is not covered and stays held.
+		evs.Add([]ansible.JobEvent{{Counter: 4, TimeMs: ms0 + 350}})
+		// The flushes at 660 and 770 force out the polls at 400 and 500,
+		// after the newest event: no task (they were A's, but the events
+		// that would say so are not in).
+		at(780)
+		// AWX answers again: B started at 620, an event at 760. The polls
+		// at 600 and 700 were held: the flush at 880 sends 600 as A's and
+		// 700 (which covers 600..700, holding B's start) restamped 619, A's.
+		evs.Add([]ansible.JobEvent{
+			{Counter: 5, TimeMs: ms0 + 620, TaskStart: true, TaskUUID: "b", Task: "B"},
+			{Counter: 6, TimeMs: ms0 + 760},
+		})
+		at(950)
+		evs.Complete()
+		if n := s.Close(); n != 30 {
+			t.Fatalf("%d samples taken, want 30: 9 polls and the last one, of 3 resources", n)
+		}
+		want := map[int64][]int64{0: {100, 400, 500}, 3: {200, 300, 600, 619}, 5: {800, 900, 950}}
+		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+			if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s sample times per counter %v, want %v", r, got, want)
+			}
+		}
+		for _, b := range sent.batches {
+			for _, sr := range b.Series {
+				if sr.Counter == 0 && (sr.Task != "" || sr.UUID != "") {
+					t.Errorf("a counter 0 series names task %q (uuid %q), want none", sr.Task, sr.UUID)
+				}
+			}
+		}
+		if n := strings.Count(logs.String(), "sent with no task"); n != 1 || !strings.Contains(logs.String(), "samples=3 max_pending=6") {
+			t.Errorf("the samples sent with no task were logged %d times, want once with samples=3 max_pending=6:\n%s", n, logs.String())
+		}
+	})
+}
+
+// TestSessionSettleKeepsNewestTask: a sample that outlives Settle with no
+// event after it goes out attributed to the newest task start known (a
+// long task writes no events for a while), unlike one forced out by
+// MaxPendingSamples.
+func TestSessionSettleKeepsNewestTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		ms0 := t0.UnixMilli()
+		st := &fakeStats{start: t0, cpuShare: 1, mem: 1000, pids: 2}
+		evs := NewEvents()
+		evs.Add([]ansible.JobEvent{{Counter: 3, TimeMs: ms0 - 100, TaskStart: true, TaskUUID: "a", Task: "A"}})
+		sent := &sentBatches{t: t}
+		s, err := NewSession(SessionConfig{
+			JobID: "42", Stats: st, Events: evs, PollInterval: 100 * time.Millisecond,
+			Settle: 300 * time.Millisecond, FlushInterval: 110 * time.Millisecond,
+			Send: sent.send, Logger: testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		time.Sleep(555 * time.Millisecond)
+		synctest.Wait()
+		// The flushes at 440 and 550 send the polls at 100 and 200, 300ms
+		// old; 300..500 are held.
+		want := map[int64][]int64{3: {100, 200}}
+		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+			if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s sample times per counter %v, want %v", r, got, want)
+			}
+		}
+		if p := s.PendingSamples(); p != 9 {
+			t.Errorf("%d samples pending, want 9 (polls 300..500)", p)
 		}
 		s.Close()
 	})
