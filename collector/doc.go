@@ -6,12 +6,25 @@
 //   - collector/ansible: reading Ansible trees after the fact (`peakline
 //     import`) and the job, task and series shapes everything else uses;
 //     where a job event is parsed.
-//   - collector/live: sampling a running job (`peakline collect`). Where do
-//     a live job's events come from? Its job_events follower.
+//   - collector/live: sampling a running job (`peakline collect`, and the
+//     per-job Session the agent runs). Where do a live job's events come
+//     from? Its job_events follower, or any source filling its Events.
 //   - collector/ship: how does a batch reach the server? Batches, the HTTP
 //     client and its credentials, the retrying shipper and its spool.
 //   - collector/cgroup: reading and creating Linux cgroups (v1 and v2).
+//   - collector/awx: the AWX API client and the per-job follower that
+//     reads a job's metadata and events from AWX; awx/awxtest is a fake
+//     AWX server for tests.
+//   - collector/discover: finding the AWX jobs running on a host in
+//     cgroupfs and /proc, and the process-tree stats of a job with no
+//     cgroup of its own.
+//   - collector/agent: `peakline agent`, the node agent that ties them
+//     together: discover finds jobs, live samples them with awx as the
+//     event source, ship sends the batches.
 //
-// The imports point one way: live uses ansible, ship and cgroup; ship uses
-// ansible; ansible and cgroup use no other Peakline package.
+// The imports point one way: agent uses live, awx, discover, ship, cgroup
+// and ansible; live uses ansible, ship and cgroup; ship and awx use
+// ansible; ansible, cgroup, discover and awx/awxtest use no other Peakline
+// package. No collector package imports the server side (server, tsdb,
+// downsample, web, bench). imports_test.go checks these arrows.
 package collector
