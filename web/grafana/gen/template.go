@@ -15,8 +15,8 @@ import (
 // where a task got heavier stands out in its row.
 
 // JobInfoMetric is the series naming a job's template (package tsdb's
-// MetricJobInfo): labels job_id, template_id, template_name, status and
-// playbook, one series per distinct label set of a job.
+// MetricJobInfo): labels job_id, template_id, template_name, status,
+// playbook and measured, one series per distinct label set of a job.
 const JobInfoMetric = "peakline_job_info"
 
 // templateVariable picks a job template by the template_id of the jobs'
