@@ -401,16 +401,18 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 // checkTreeCPU checks that no CPU sample of a job measured from its
 // process tree shows more than the host's CPUs can do, plus a half.
 // /proc/<pid>/stat's times are rounded down to 10 ms clock ticks, so over
-// an interval a process shows up to one tick more than it used in it
-// (and only if it ran: one that ran for d crosses a tick boundary with
-// probability d / 10 ms, which adds nothing on average). The sampler's
-// shortest CPU interval is half the agent's 100 ms poll (a boundary
-// sample closes no shorter one): with each CPU busy with one process
-// (the burning task), that is 10 ms / 50 ms, +20%. The rest (1.2 → 1.5)
-// is for the interval's wall time, taken after the pass over /proc that
-// read the counter, some milliseconds late on a loaded host. A time
-// counted twice, or a member's past put in one interval, shows as
-// seconds in 100 ms: tens of CPUs (4291% on 2 CPUs before).
+// an interval a process shows up to one tick more than it used in it, and
+// only if it ran (one that ran for d crosses a tick boundary with
+// probability d / 10 ms: rounding adds nothing on average). The sampler's
+// CPU intervals are 50 to 100 ms (half the agent's 100 ms poll at the
+// shortest, where a boundary sample closes one): the half leaves 50 ms
+// over two CPUs' worth, five ticks, in the shortest interval and ten in a
+// regular one, for the ticks of the burning shells and of ansible's own
+// processes beside them, and for the interval's wall time, taken after
+// the pass over /proc that read the counter, some milliseconds late on a
+// loaded host. A time counted twice, or a member's past put in one
+// interval, shows as seconds in 100 ms: tens of CPUs (4291% on 2 CPUs,
+// before the tree counted each member's time once).
 func checkTreeCPU(t *testing.T, id string, g graphDoc) {
 	t.Helper()
 	limit := 100 * float64(runtime.NumCPU()) * 1.5
