@@ -49,7 +49,10 @@ const clockTick = time.Second / 100
 //   - Memory is the sum of the members' resident set sizes. Pages shared
 //     between processes (the Python interpreter's, copy-on-write pages
 //     after fork) count once per process, so it overstates what a cgroup
-//     would charge; page cache is not counted at all.
+//     would charge; page cache is not counted at all. A child between
+//     vfork and exec (Python's subprocess, posix_spawn) shows its
+//     parent's resident set as its own and counts it again, for the
+//     moment that lasts.
 //   - PIDs is the number of tasks (threads) of the members, zombies
 //     included, as the pids controller counts them.
 //
@@ -159,8 +162,9 @@ type member struct {
 }
 
 // recheckEvery is how often (in passes) a stable process that is no
-// member is read again: at 4 Hz, every 4 s.
-const recheckEvery = 16
+// member is read again: at 4 Hz, every 16 s. Each pass then reads 1/64
+// of the host's stable processes.
+const recheckEvery = 64
 
 const (
 	readCPU uint8 = 1 << iota
