@@ -37,15 +37,19 @@ const clockTick = time.Second / 100
 //     The counter never goes backwards, and over a pass it grows by no
 //     more than the members used since the previous pass, save the
 //     rounding of /proc's times: up to one clock tick (10 ms) per
-//     process that ran.
+//     process that ran. A member's time shows at the pass after it used
+//     it, save what it used between its last pass and its exit, which
+//     shows at the pass that sees its reaper's cutime (the next one).
 //     What it misses: what a member used between the last pass and its
 //     exit when nothing in the tree reaps it (a root, whose parent is no
 //     member; a daemon reparented to init; the children of a parent that
-//     ignores SIGCHLD); and, when a member and its parent both leave
-//     within one interval with the child reparented (to init) first, up
-//     to the child's counted time of what the ancestor's reaped children
-//     used in that pass and the next (the child is taken for reaped by
-//     the ancestor).
+//     ignores SIGCHLD); what a process that execs into a trusted name or
+//     is adopted by a member after it stayed the same for stableAfter
+//     passes uses before it is read again (up to recheckEvery passes);
+//     and, when a member and its parent both leave within one interval
+//     with the child reparented (to init) first, up to the child's
+//     counted time of what the ancestor's reaped children used in that
+//     pass and the next (the child is taken for reaped by the ancestor).
 //   - Memory is the sum of the members' resident set sizes. Pages shared
 //     between processes (the Python interpreter's, copy-on-write pages
 //     after fork) count once per process, so it overstates what a cgroup
