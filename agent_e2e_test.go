@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -371,6 +372,9 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 			t.Logf("job %s: %s peak %.1f in task %d %q", id, res, p.V, p.Counter, served[p.Counter])
 		}
 	}
+	if measured == "process-tree" {
+		checkTreeCPU(t, id, g)
+	}
 	if t.Failed() {
 		_, tb := s.get(t, "/api/v1/jobs/"+id+"/tasks")
 		t.Logf("job %s: tasks %s", id, tb)
@@ -386,15 +390,44 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 	switch p := peak["cpu"]; {
 	case p == nil:
 		t.Errorf("job %s: no cpu samples", id)
-	case measured == "process-tree":
-		// A process tree's CPU time of exited descendants shows when
-		// their parent reaps them (collector/discover.Tree), which may
-		// be after the next task started: its peak is not checked.
 	case served[p.Counter] != "burn some cpu":
 		t.Errorf("job %s: cpu peak %+v (task %q), want it in \"burn some cpu\"", id, p, served[peakCounter(p)])
 	}
 	if p := peak["pids"]; p == nil || p.V < 25 || served[p.Counter] != "fork a burst of processes" {
 		t.Errorf("job %s: pids peak %+v (task %q), want >= 25 in \"fork a burst of processes\"", id, p, served[peakCounter(p)])
+	}
+}
+
+// checkTreeCPU checks that no CPU sample of a job measured from its
+// process tree shows more than the host's CPUs can do, plus a half.
+// /proc/<pid>/stat's times are rounded down to 10 ms clock ticks, so over
+// an interval a process shows up to one tick more than it used in it, and
+// only if it ran (one that ran for d crosses a tick boundary with
+// probability d / 10 ms: rounding adds nothing on average). The sampler's
+// CPU intervals are 50 to 100 ms (half the agent's 100 ms poll at the
+// shortest, where a boundary sample closes one): the half leaves 50 ms
+// over two CPUs' worth, five ticks, in the shortest interval and ten in a
+// regular one, for the ticks of the burning shells and of ansible's own
+// processes beside them, and for the interval's wall time, taken after
+// the pass over /proc that read the counter, some milliseconds late on a
+// loaded host. A time counted twice, or a member's past put in one
+// interval, shows as seconds in 100 ms: tens of CPUs (4291% on 2 CPUs,
+// before the tree counted each member's time once).
+func checkTreeCPU(t *testing.T, id string, g graphDoc) {
+	t.Helper()
+	limit := 100 * float64(runtime.NumCPU()) * 1.5
+	for _, sr := range g.Series {
+		if sr.Resource != "cpu" {
+			continue
+		}
+		if sr.RawSamples != len(sr.V) {
+			t.Fatalf("job %s: the graph has %d cpu points for %d samples; want them all", id, len(sr.V), sr.RawSamples)
+		}
+		for i, v := range sr.V {
+			if v > limit {
+				t.Errorf("job %s: cpu sample at %d is %.0f%%, more than %.0f%% (%d CPUs and a half)", id, sr.T[i], v, limit, runtime.NumCPU())
+			}
+		}
 	}
 }
 

@@ -99,7 +99,8 @@
 // environ only of trusted processes, once each. With ProcessTree it reads
 // /proc's listing and the comm of new processes (a process's comm is no
 // longer read once it stayed the same for 8 looks). A Tree reads the stat
-// of its members and of new processes at each look.
+// of its members and of new processes at each look, and that of a stable
+// non-member every 64 looks (to see an exec into a trusted name).
 //
 // Measured on the project's CI host (2 shared vCPUs, go test -bench,
 // scan_timing_test.go): a poll of a 110-pod Kubernetes node made on a

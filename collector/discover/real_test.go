@@ -473,3 +473,89 @@ wait`
 		t.Fatalf("CPU went back from %v to %v", cpu1, cpu)
 	}
 }
+
+// procTotal is a process's own and reaped time (utime+stime+cutime+cstime).
+func procTotal(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, ok := parseStat(b)
+	if !ok {
+		t.Fatalf("cannot parse %q", b)
+	}
+	return time.Duration(st.utime+st.stime+st.cutime+st.cstime) * clockTick
+}
+
+// TestRealProcessTreeChainExit runs, below a root that waits, a chain of
+// two shells whose inner one burns CPU; the chain ends at once, each
+// shell reaped by its parent, as an Ansible task's processes do at its
+// end. The root's own and reaped time then holds the chain's whole time,
+// once; the Tree, polled meanwhile, must have counted exactly as much:
+// what it counted of the chain while it ran is taken off the root's
+// cutime when the root reaps it.
+func TestRealProcessTreeChainExit(t *testing.T) {
+	needRoot(t)
+	script := `read x; sh -c 'sh -c "i=0; while [ \$i -lt 300000 ]; do i=\$((i+1)); done"; true'; echo burned; read x`
+	jobID := int64(710000 + os.Getpid()%100000)
+	root, out, stdin := startJob(t, jobID, true, fakeAnsible(t, "dash"), "-c", script)
+	pid := root.Process.Pid
+	tr, err := NewTree("/proc", jobID, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !slices.Equal(tr.Procs(), []int{pid}); {
+		if time.Now().After(deadline) {
+			t.Fatalf("members %v; want the root %d alone", tr.Procs(), pid)
+		}
+		if _, err := tr.CPU(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The root waits in read: its time stands still.
+	root0 := procTotal(t, pid)
+	cpu0, err := tr.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	burned := make(chan string, 1)
+	go func() {
+		line, _ := out.ReadString('\n')
+		burned <- line
+	}()
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	members := 0
+	for polling := true; polling; {
+		select {
+		case line := <-burned:
+			if line != "burned\n" {
+				t.Fatalf("read %q; want burned", line)
+			}
+			polling = false
+		case <-time.After(10 * time.Millisecond):
+		}
+		if _, err := tr.CPU(); err != nil {
+			t.Fatal(err)
+		}
+		members = max(members, len(tr.Procs()))
+	}
+	// Two more passes: a root read just before it reaped is seen again.
+	var cpu1 time.Duration
+	for range 2 {
+		if cpu1, err = tr.CPU(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root1 := procTotal(t, pid)
+	if members != 3 {
+		t.Errorf("at most %d members; want 3 (the root and the two shells)", members)
+	}
+	if got, want := cpu1-cpu0, root1-root0; got != want || want < 50*time.Millisecond {
+		t.Fatalf("the Tree counted %v while the root's own and reaped time grew by %v (want equal, at least 50ms)", got, want)
+	}
+}

@@ -18,18 +18,45 @@ const clockTick = time.Second / 100
 // descendants. It offers the reads of collector/cgroup's Cgroup (CPU,
 // Memory, PIDs, Populated), with the same meaning as far as /proc allows:
 //
-//   - CPU is the sum of utime+stime of the live processes of the tree
-//     plus cutime+cstime (the children they reaped). A member that exits
-//     while its parent is a member is reaped into the parent's cutime; one
-//     whose parent is not (the tree's roots, daemons reparented to init)
-//     keeps the time it had at the last read. What such a process used
-//     between the last read and its exit, and what the children of a
-//     parent that does not wait for them used, is lost. The counter
-//     never goes backwards.
+//   - CPU is a counter of the time the members used, added up pass by
+//     pass (a pass is one look at /proc): at the first pass, what the
+//     members had used so far, own (utime+stime) and of the children
+//     they reaped (cutime+cstime), as a cgroup's counter holds its
+//     history; then at each pass, what each member's own and reaped
+//     time grew by since the previous pass. A member joining the tree
+//     counts its whole time only when it was born after the previous
+//     pass (it was not there then); one that was there (a trusted
+//     process found late, one that exec'd into a trusted name, one
+//     reparented into the tree) counts from the time it joins, so the
+//     time it used before never lands in one interval. A member that
+//     leaves is reaped into its nearest live member ancestor's cutime
+//     (its parent's, or through parents that left in the same interval):
+//     the time already counted for it is taken off that ancestor's next
+//     cutime growth (during this pass and the next, for a parent read
+//     just before it reaped), so it counts once.
+//     The counter never goes backwards, and over a pass it grows by no
+//     more than the members used since the previous pass, save the
+//     rounding of /proc's times: up to one clock tick (10 ms) per
+//     process that ran. A member's time shows at the pass after it used
+//     it, save what it used between its last pass and its exit, which
+//     shows at the pass that sees its reaper's cutime (the next one).
+//     What it misses: what a member used between the last pass and its
+//     exit when nothing in the tree reaps it (a root, whose parent is no
+//     member; a daemon reparented to init; the children of a parent that
+//     ignores SIGCHLD); what a process that execs into a trusted name or
+//     is adopted by a member after it stayed the same for stableAfter
+//     passes uses before it is read again (up to recheckEvery passes);
+//     and, when a member and its parent both leave within one interval
+//     with the child reparented (to init) first, up to the child's
+//     counted time of what the ancestor's reaped children used in that
+//     pass and the next (the child is taken for reaped by the ancestor).
 //   - Memory is the sum of the members' resident set sizes. Pages shared
 //     between processes (the Python interpreter's, copy-on-write pages
 //     after fork) count once per process, so it overstates what a cgroup
-//     would charge; page cache is not counted at all.
+//     would charge; page cache is not counted at all. A child between
+//     vfork and exec (Python's subprocess, posix_spawn) shows its
+//     parent's resident set as its own and counts it again, for the
+//     moment that lasts.
 //   - PIDs is the number of tasks (threads) of the members, zombies
 //     included, as the pids controller counts them.
 //
@@ -39,8 +66,11 @@ const clockTick = time.Second / 100
 // Each read looks at /proc afresh when the same read was already made
 // since the last look, so new children count and one sampler tick (CPU,
 // Memory, PIDs) costs one pass over /proc. A member stays one while it
-// lives, even when reparented. Safe for concurrent use (a sampler and
-// the caller's Populated check may run at once).
+// lives, even when reparented. A process that is no member and kept its
+// name for stableAfter passes is read again only every recheckEvery
+// passes (to see it exec into a trusted name or get adopted by a
+// member). Safe for concurrent use (a sampler and the caller's Populated
+// check may run at once).
 type Tree struct {
 	mu       sync.Mutex
 	procRoot string
@@ -52,19 +82,19 @@ type Tree struct {
 	pidBuf  []int
 	gen     uint64
 	snap    map[int]treeProc // this pass's processes
+	prev    map[int]treeProc // the previous pass's
 	cache   map[int]*cachedProc
 	members map[int]member
 	envSeen map[procID]int64 // trusted processes' job ids, read once
 
-	exitedTicks uint64 // time of members that exited unreaped by a member
-	cpuTicks    uint64 // the last CPU value: never less
-	memBytes    uint64
-	tasks       uint64
-	alive       bool
-	memPeak     uint64 // highest since the last Memory call
-	taskPeak    uint64 // highest since the last PIDs call
-	used        uint8  // reads made since the last pass
-	scanned     bool
+	cpuTicks uint64 // the CPU counter (see Tree)
+	memBytes uint64
+	tasks    uint64
+	alive    bool
+	memPeak  uint64 // highest since the last Memory call
+	taskPeak uint64 // highest since the last PIDs call
+	used     uint8  // reads made since the last pass
+	scanned  bool
 }
 
 type procID struct {
@@ -76,6 +106,7 @@ type treeProc struct {
 	procStat
 	trusted bool
 	full    bool // read now, not taken from the cache
+	seq     int  // the order in which the pass read it
 }
 
 // cachedProc is what a pass keeps of a process that is no member: its
@@ -121,8 +152,23 @@ func (t *Tree) readProc(pid int) (treeProc, bool) {
 type member struct {
 	start uint64
 	ppid  int
-	ticks uint64 // utime+stime+cutime+cstime at the last pass
+	// own (utime+stime) and reaped (cutime+cstime) are the highest
+	// values read: the time counted up to them. joined marks a member
+	// that joined at this pass and has none yet.
+	own, reaped uint64
+	joined      bool
+	// credit is the counted time of members that left and that this
+	// member (or a child of it that left too) reaped: its reaped time
+	// grows by it without anything new being used. It is taken off
+	// that growth during creditPasses more passes, then dropped.
+	credit       uint64
+	creditPasses uint8
 }
+
+// recheckEvery is how often (in passes) a stable process that is no
+// member is read again: at 4 Hz, every 16 s. Each pass then reads 1/64
+// of the host's stable processes.
+const recheckEvery = 64
 
 const (
 	readCPU uint8 = 1 << iota
@@ -143,7 +189,7 @@ func NewTree(procRoot string, jobID int64, rules Rules) (*Tree, error) {
 	}
 	return &Tree{
 		procRoot: procRoot, jobID: jobID, rules: c, pageSize: uint64(os.Getpagesize()),
-		snap: map[int]treeProc{}, members: map[int]member{}, envSeen: map[procID]int64{},
+		snap: map[int]treeProc{}, prev: map[int]treeProc{}, members: map[int]member{}, envSeen: map[procID]int64{},
 		cache: map[int]*cachedProc{},
 	}, nil
 }
@@ -232,12 +278,16 @@ func (t *Tree) pass() error {
 	if err != nil {
 		return fmt.Errorf("list processes in %q: %w", t.procRoot, err)
 	}
+	slices.Sort(t.pidBuf) // /proc lists in order already: parents before children but after a pid wrap
+	first := !t.scanned
 	t.scanned = true
+	t.prev, t.snap = t.snap, t.prev
 	clear(t.snap)
-	for _, pid := range t.pidBuf {
+	var later []int // read before their parent
+	for i, pid := range t.pidBuf {
 		if _, member := t.members[pid]; !member {
-			if c := t.cache[pid]; c != nil && c.stable >= stableAfter {
-				t.snap[pid] = treeProc{procStat: procStat{ppid: c.ppid, start: c.start}, trusted: c.trusted}
+			if c := t.cache[pid]; c != nil && c.stable >= stableAfter && (pid+int(t.gen))%recheckEvery != 0 {
+				t.snap[pid] = treeProc{procStat: procStat{ppid: c.ppid, start: c.start}, trusted: c.trusted, seq: i}
 				c.gen = t.gen
 				continue
 			}
@@ -246,6 +296,26 @@ func (t *Tree) pass() error {
 		if !ok {
 			continue // gone between the listing and the read, or not readable
 		}
+		p.seq = i
+		t.snap[pid] = p
+		if p.ppid > pid {
+			later = append(later, pid)
+		}
+	}
+	// A process read before its parent may have been reaped in between,
+	// its time then in both its own reading and its parent's cutime:
+	// read it again after its parent.
+	for _, pid := range later {
+		if pp, ok := t.snap[t.snap[pid].ppid]; !ok || pp.seq < t.snap[pid].seq {
+			continue
+		}
+		seq := t.snap[pid].seq
+		p, ok := t.readProc(pid)
+		if !ok || p.start != t.snap[pid].start {
+			delete(t.snap, pid)
+			continue
+		}
+		p.seq = seq
 		t.snap[pid] = p
 	}
 	for pid, c := range t.cache {
@@ -254,20 +324,7 @@ func (t *Tree) pass() error {
 		}
 	}
 
-	// Members that left: count their time unless a member reaps them.
-	for pid, m := range t.members {
-		if p, ok := t.snap[pid]; ok && p.start == m.start {
-			continue
-		}
-		if parent, ok := t.members[m.ppid]; ok {
-			if pp, alive := t.snap[m.ppid]; alive && pp.start == parent.start {
-				delete(t.members, pid)
-				continue
-			}
-		}
-		t.exitedTicks += m.ticks
-		delete(t.members, pid)
-	}
+	t.leave()
 	// Roots: trusted processes whose environment names the job.
 	for pid, p := range t.snap {
 		if !p.trusted {
@@ -283,7 +340,7 @@ func (t *Tree) pass() error {
 			t.envSeen[id] = jobID
 		}
 		if jobID == t.jobID {
-			t.members[pid] = member{start: p.start}
+			t.members[pid] = member{start: p.start, joined: true}
 		}
 	}
 	for id := range t.envSeen {
@@ -299,13 +356,13 @@ func (t *Tree) pass() error {
 				continue
 			}
 			if _, ok := t.members[p.ppid]; ok {
-				t.members[pid] = member{start: p.start}
+				t.members[pid] = member{start: p.start, joined: true}
 				grew = true
 			}
 		}
 	}
 
-	var ticks, pages, tasks uint64
+	var used, pages, tasks uint64
 	t.alive = false
 	for pid, m := range t.members {
 		p := t.snap[pid]
@@ -319,19 +376,91 @@ func (t *Tree) pass() error {
 			}
 		}
 		m.ppid = p.ppid
-		m.ticks = p.utime + p.stime + p.cutime + p.cstime
+		used += m.count(p, first || !t.wasThere(pid, p.start))
 		t.members[pid] = m
-		ticks += m.ticks
 		pages += p.rssPages
 		tasks += p.threads
 		if p.state != 'Z' && p.state != 'X' {
 			t.alive = true
 		}
 	}
-	t.cpuTicks = max(t.cpuTicks, t.exitedTicks+ticks)
+	t.cpuTicks += used
 	t.memBytes = pages * t.pageSize
 	t.tasks = tasks
 	t.memPeak = max(t.memPeak, t.memBytes)
 	t.taskPeak = max(t.taskPeak, t.tasks)
 	return nil
+}
+
+// wasThere reports whether the previous pass saw the process.
+func (t *Tree) wasThere(pid int, start uint64) bool {
+	p, ok := t.prev[pid]
+	return ok && p.start == start
+}
+
+// leave removes the members that are gone (or whose pid is another
+// process's now) and credits each one's counted time to its nearest live
+// member ancestor, whose cutime its reaping grows by that much.
+func (t *Tree) leave() {
+	var gone []int
+	for pid, m := range t.members {
+		if p, ok := t.snap[pid]; !ok || p.start != m.start {
+			gone = append(gone, pid)
+		}
+	}
+	for _, pid := range gone {
+		m := t.members[pid]
+		a := m.ppid
+		for range len(t.members) { // a bound against a cycle of stale ppids
+			am, ok := t.members[a]
+			if !ok {
+				break // no member reaps it: its time stays as counted
+			}
+			if p, ok := t.snap[a]; ok && p.start == am.start {
+				am.credit += m.own + m.reaped
+				am.creditPasses = 2
+				t.members[a] = am
+				break
+			}
+			a = am.ppid
+		}
+	}
+	for _, pid := range gone {
+		delete(t.members, pid)
+	}
+}
+
+// count updates m from its stat p and returns the time to add to the
+// counter: all of it for a member that joined new (born since the
+// previous pass), none for one that joined with a past, else what its
+// own and reaped time grew by, less the credit of members it reaped.
+func (m *member) count(p treeProc, isNew bool) uint64 {
+	own, reaped := p.utime+p.stime, p.cutime+p.cstime
+	if m.joined {
+		m.joined = false
+		m.own, m.reaped = own, reaped
+		if isNew {
+			return own + reaped
+		}
+		return 0
+	}
+	var used uint64
+	if own > m.own {
+		used += own - m.own
+		m.own = own
+	}
+	if m.creditPasses == 0 {
+		m.credit = 0
+	}
+	if reaped > m.reaped {
+		grew := reaped - m.reaped
+		m.reaped = reaped
+		take := min(grew, m.credit)
+		m.credit -= take
+		used += grew - take
+	}
+	if m.creditPasses > 0 {
+		m.creditPasses--
+	}
+	return used
 }

@@ -225,3 +225,196 @@ func TestTreeConcurrent(t *testing.T) {
 	}
 	<-done
 }
+
+// env writes /proc/<pid>/environ.
+func (p *fakeProc) env(pid int, vars ...string) {
+	p.t.Helper()
+	b := []byte{}
+	for _, v := range vars {
+		b = append(append(b, v...), 0)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, fmt.Sprint(pid), "environ"), b, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// treeStep changes the fake /proc, then makes one sampler tick and
+// checks the CPU counter (in clock ticks) and the members.
+type treeStep struct {
+	name    string
+	do      func(p *fakeProc)
+	cpu     uint64
+	members []int
+}
+
+func runTreeSteps(t *testing.T, steps []treeStep) {
+	t.Helper()
+	p := newFakeProc(t)
+	tr, err := NewTree(p.dir, 105, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.do != nil {
+			s.do(p)
+		}
+		r := readTree(t, tr)
+		if r.cpu != time.Duration(s.cpu)*clockTick || !slices.Equal(r.members, s.members) {
+			t.Fatalf("%s: CPU %v, members %v; want %v, %v", s.name, r.cpu, r.members, time.Duration(s.cpu)*clockTick, s.members)
+		}
+	}
+}
+
+// TestTreeCPU checks how members joining and leaving move the CPU
+// counter, on job 105 (none of the fixture's processes): ansible-playbook
+// 990 under init, with children 991, 992, …
+func TestTreeCPU(t *testing.T) {
+	const job = "JOB_ID=105"
+	root := func(p *fakeProc, own, reaped uint64) {
+		p.stat(990, "ansible-playboo", 'S', 1, own, 0, reaped, 0, 1, 5000, 100)
+		p.env(990, "PATH=/usr/bin", job)
+	}
+	t.Run("the first pass counts the history", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			{"start", func(p *fakeProc) { root(p, 4000, 1000) }, 5000, []int{990}},
+			{"it runs", func(p *fakeProc) { root(p, 4010, 1000) }, 5010, []int{990}},
+		})
+	})
+	t.Run("a root found late counts from its join", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			// A shell with the job's environment and 50 s behind
+			// it, no trusted process yet: nothing to measure.
+			{"untrusted", func(p *fakeProc) {
+				p.stat(990, "sh", 'S', 1, 4000, 1000, 0, 0, 1, 5000, 100)
+				p.env(990, job)
+			}, 0, []int{}},
+			// It execs ansible-playbook: it joins, its 50 s do not
+			// land in this interval.
+			{"exec", func(p *fakeProc) { root(p, 4000, 1000) }, 0, []int{990}},
+			{"runs", func(p *fakeProc) { root(p, 4007, 1000) }, 7, []int{990}},
+		})
+	})
+	t.Run("a process reparented into the tree counts from its join", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			{"apart", func(p *fakeProc) {
+				root(p, 100, 0)
+				p.stat(993, "python3", 'S', 1, 3000, 0, 0, 0, 1, 800, 10)
+			}, 100, []int{990}},
+			// 990 is a subreaper and adopts 993.
+			{"adopted", func(p *fakeProc) { p.stat(993, "python3", 'S', 990, 3000, 0, 0, 0, 1, 800, 10) }, 100, []int{990, 993}},
+			{"runs", func(p *fakeProc) { p.stat(993, "python3", 'S', 990, 3004, 0, 0, 0, 1, 800, 10) }, 104, []int{990, 993}},
+		})
+	})
+	t.Run("a child born between passes counts whole", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			{"root", func(p *fakeProc) { root(p, 100, 0) }, 100, []int{990}},
+			// 991 was born, used 20 ticks and reaped a child of 10.
+			// Another child of 990 was born and reaped: 7.
+			{"born", func(p *fakeProc) {
+				root(p, 100, 7)
+				p.stat(991, "sh", 'S', 990, 20, 0, 10, 0, 1, 5100, 10)
+			}, 137, []int{990, 991}},
+		})
+	})
+	t.Run("a chain that exits at once is counted once", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			{"chain", func(p *fakeProc) {
+				root(p, 100, 0)
+				p.stat(991, "sh", 'S', 990, 5, 0, 0, 0, 1, 5100, 10)
+				p.stat(992, "sh", 'R', 991, 200, 0, 0, 0, 1, 5200, 10)
+			}, 305, []int{990, 991, 992}},
+			// 992 burns 30 more and exits, reaped by 991, which
+			// uses 1 more and exits, reaped by 990: 990's cutime
+			// holds 6 + 230.
+			{"exit", func(p *fakeProc) {
+				p.exit(991, 992)
+				root(p, 100, 236)
+			}, 336, []int{990}},
+		})
+	})
+	t.Run("a reaper read before it reaps", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			{"chain", func(p *fakeProc) {
+				root(p, 100, 0)
+				p.stat(991, "sh", 'S', 990, 5, 0, 0, 0, 1, 5100, 10)
+				p.stat(992, "sh", 'R', 991, 200, 0, 0, 0, 1, 5200, 10)
+			}, 305, []int{990, 991, 992}},
+			// Both are gone, but 990 was read just before it reaped.
+			{"gone", func(p *fakeProc) { p.exit(991, 992) }, 305, []int{990}},
+			{"reaped", func(p *fakeProc) { root(p, 100, 236) }, 336, []int{990}},
+			// The credit was used up: a later reaped child counts.
+			{"later child", func(p *fakeProc) { root(p, 100, 243) }, 343, []int{990}},
+		})
+	})
+	t.Run("a child nobody in the tree reaps", func(t *testing.T) {
+		runTreeSteps(t, []treeStep{
+			{"start", func(p *fakeProc) {
+				root(p, 100, 0)
+				p.stat(991, "sh", 'S', 990, 10, 0, 0, 0, 1, 5100, 10)
+				p.stat(992, "sh", 'S', 991, 100, 0, 0, 0, 1, 5200, 10)
+			}, 210, []int{990, 991, 992}},
+			// 991 exits first (990 reaps it: 10 + 1), 992 is
+			// reparented to init and stays a member.
+			{"reaper left", func(p *fakeProc) {
+				p.exit(991)
+				root(p, 100, 11)
+				p.stat(992, "sh", 'S', 1, 120, 0, 0, 0, 1, 5200, 10)
+			}, 231, []int{990, 992}},
+			// init reaps 992: its last 5 ticks are not seen.
+			{"992 exits", func(p *fakeProc) { p.exit(992) }, 231, []int{990}},
+			{"root runs", func(p *fakeProc) { root(p, 103, 11) }, 234, []int{990}},
+		})
+	})
+	t.Run("a child reaped by init while its parent left too", func(t *testing.T) {
+		// The residual error the Tree doc tells: 991 exits, 992 is
+		// reparented to init and exits, all within one interval. 992
+		// is taken for reaped by 990 through 991, and what 990 reaps
+		// in that pass and the next is taken off, up to 992's 100.
+		runTreeSteps(t, []treeStep{
+			{"start", func(p *fakeProc) {
+				root(p, 100, 0)
+				p.stat(991, "sh", 'S', 990, 10, 0, 0, 0, 1, 5100, 10)
+				p.stat(992, "sh", 'S', 991, 100, 0, 0, 0, 1, 5200, 10)
+			}, 210, []int{990, 991, 992}},
+			{"both gone", func(p *fakeProc) {
+				p.exit(991, 992)
+				root(p, 100, 11)
+			}, 210, []int{990}},
+			{"next pass", func(p *fakeProc) { root(p, 100, 18) }, 210, []int{990}},
+			{"credit dropped", func(p *fakeProc) { root(p, 100, 25) }, 217, []int{990}},
+		})
+	})
+	t.Run("a process that execs into a trusted name late", func(t *testing.T) {
+		p := newFakeProc(t)
+		tr, err := NewTree(p.dir, 105, DefaultRules())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.stat(990, "sh", 'S', 1, 4000, 1000, 0, 0, 1, 5000, 100)
+		p.env(990, job)
+		// Its name stays the same long enough to be cached.
+		for range stableAfter + 1 {
+			if r := readTree(t, tr); r.cpu != 0 || len(r.members) != 0 {
+				t.Fatalf("before the exec: %+v", r)
+			}
+		}
+		root(p, 4000, 1000)
+		passes := 0
+		for ; passes < recheckEvery; passes++ {
+			r := readTree(t, tr)
+			if r.cpu != 0 {
+				t.Fatalf("CPU %v after the exec; want 0: its past is no part of an interval", r.cpu)
+			}
+			if slices.Equal(r.members, []int{990}) {
+				break
+			}
+		}
+		if passes == recheckEvery {
+			t.Fatalf("990 not a member %d passes after its exec", recheckEvery)
+		}
+		root(p, 4003, 1000)
+		if r := readTree(t, tr); r.cpu != 3*clockTick {
+			t.Fatalf("CPU %v; want 3 ticks", r.cpu)
+		}
+	})
+}
