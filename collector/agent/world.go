@@ -142,10 +142,11 @@ func (j *jobSession) eventsComplete() bool {
 }
 
 // close waits for follow to end (the lifecycle cancels its context first)
-// so that the last events are in before the last samples go.
+// so that the last events are in before the last samples go. The follower
+// completed the events if AWX gave them all; else the samples taken after
+// AWX last answered go out with no task (see live.Session.Close).
 func (j *jobSession) close() {
 	<-j.stopped
-	j.events.Complete() // what is not known now never will be: send all
 	j.s.Close()
 }
 
