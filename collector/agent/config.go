@@ -60,14 +60,20 @@ type Config struct {
 	SpoolDir string
 	// MaxHeldSamples bounds the samples one job holds while its tasks are
 	// unknown (AWX not answering); past it the oldest go out with counter
-	// 0, logged once per job (default 100000: about 7 hours at 4 Hz).
+	// 0, logged once per job (default 100000: about 2.3 hours at 4 Hz,
+	// 3 resources).
 	MaxHeldSamples int
 	// DrainTimeout bounds how long a finished job's events are still
-	// followed for its last samples' tasks (default 10m).
+	// followed for its last samples' tasks (default 10m). Past it the
+	// samples go out with the tasks known; those taken after AWX last
+	// answered (AWX still down) with counter 0.
 	DrainTimeout time.Duration
-	// AWXSettle is the longest a sample waits for AWX to show the task it
-	// belongs to (default 5m): AWX saves events seconds late, and may be
-	// down. Past it, the sample goes out attributed with the tasks known.
+	// AWXSettle is how long a sample waits for AWX to show the task it
+	// belongs to (default 5m): AWX saves events seconds late. A sample
+	// goes out attributed with the tasks known once it is AWXSettle old
+	// and AWX answered AWXSettle or more after it with no task start
+	// since; while AWX does not answer, samples are held (up to
+	// MaxHeldSamples) and attributed once it answers again.
 	AWXSettle time.Duration
 	// Rules say where jobs are and how their ids are told
 	// (discover.DefaultRules when zero).

@@ -48,7 +48,7 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	update := func() {
 		if n := s.held(); !warnedHeld && n >= a.cfg.MaxHeldSamples {
 			warnedHeld = true
-			log.Warn("the job holds the most samples allowed while their tasks are unknown (AWX lags or does not answer); older ones go out with the tasks known so far",
+			log.Warn("the job holds the most samples allowed while their tasks are unknown (AWX lags or does not answer); older ones go out with no task",
 				"held", n, "max_held_samples", a.cfg.MaxHeldSamples)
 		}
 		got, fin, ok := s.info()

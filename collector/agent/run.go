@@ -25,8 +25,8 @@ const finishTimeout = 10 * time.Second
 // nil when ctx ends: a job that cannot be sampled is logged and skipped.
 //
 // Outages: while AWX does not answer, jobs are sampled and their samples
-// held (at most MaxHeldSamples per job, for at most AWXSettle) until their
-// tasks are known. While the server does not answer, batches queue in
+// held (at most MaxHeldSamples per job) until AWX answers and their tasks
+// are known. While the server does not answer, batches queue in
 // memory and then in SpoolDir, which every later run (of the agent or of
 // `peakline collect` with the same --spool-dir) resends first. At exit
 // each job's held samples are sent with the tasks known, the server is

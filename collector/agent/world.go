@@ -91,7 +91,7 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 		return nil, err
 	}
 	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: log, Sink: events})
-	js := &jobSession{s: s, f: f, events: events, stopped: make(chan struct{})}
+	js := &jobSession{s: s, f: f, stopped: make(chan struct{})}
 	s.Start()
 	go js.follow(ctx, n.cfg.AWXPollInterval)
 	return js, nil
@@ -101,7 +101,6 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 type jobSession struct {
 	s       *live.Session
 	f       *awx.Follower
-	events  *live.Events
 	stopped chan struct{} // closed when follow returns
 }
 
@@ -142,10 +141,11 @@ func (j *jobSession) eventsComplete() bool {
 }
 
 // close waits for follow to end (the lifecycle cancels its context first)
-// so that the last events are in before the last samples go.
+// so that the last events are in before the last samples go. The follower
+// completed the events if AWX gave them all; else the samples taken after
+// AWX last answered go out with no task (see live.Session.Close).
 func (j *jobSession) close() {
 	<-j.stopped
-	j.events.Complete() // what is not known now never will be: send all
 	j.s.Close()
 }
 

@@ -35,8 +35,9 @@ type FollowerConfig struct {
 	// recovers; nil discards them.
 	Log *slog.Logger
 	// Sink, when set, gets every event as the follower takes it, each
-	// once, in counter order and never past a hole, and Complete once the
-	// events are complete (Done). *live.Events is one.
+	// once, in counter order and never past a hole; Answered after each
+	// answer that showed every event saved up to its request; and
+	// Complete once the events are complete (Done). *live.Events is one.
 	Sink Sink
 }
 
@@ -44,6 +45,11 @@ type FollowerConfig struct {
 type Sink interface {
 	// Add records events; it must not keep evs.
 	Add(evs []ansible.JobEvent)
+	// Answered tells that AWX answered a request sent at at with every
+	// event it had saved after the follower's position (the last page,
+	// no hole left), all added before: a task start saved by then is
+	// known. While AWX does not answer, no call comes.
+	Answered(at time.Time)
 	// Complete tells that no event will be added anymore.
 	Complete()
 }
@@ -77,6 +83,7 @@ type Follower struct {
 	gapSince time.Time       // when the hole above cursor was first seen; zero when none
 	starts   []Event         // task starts seen, by created time then counter
 	taken    []Event         // events taken by this Poll, for the sink
+	answered time.Time       // request time of this Poll's answer, for the sink; zero: none
 	newest   time.Time       // newest created time of the events up to cursor
 	done     bool            // every event is in
 	told     bool            // the sink was told Complete
@@ -116,6 +123,10 @@ func (f *Follower) JobID() int64 { return f.id }
 // a request sent after the metadata said the job is final and its events
 // are saved. After that Poll reads only the metadata, until it is final.
 //
+// An events page that holds every event left (no next link) with no hole
+// left tells the sink AWX answered at the time the request was made; an
+// empty page does too.
+//
 // It returns the request's error, nil when none was made; the follower
 // keeps it too (Err).
 func (f *Follower) Poll(ctx context.Context) error {
@@ -147,6 +158,13 @@ func (f *Follower) Poll(ctx context.Context) error {
 		var p Page
 		if p, err = f.client.Events(ctx, f.id, cursor); err == nil {
 			f.add(p.Events, finalBefore)
+			f.mu.Lock()
+			// The last page, with no hole left: every event AWX had
+			// saved when it was asked is in.
+			if p.Next == "" && len(f.above) == 0 {
+				f.answered = now
+			}
+			f.mu.Unlock()
 		}
 	}
 	f.settle(err)
@@ -154,12 +172,13 @@ func (f *Follower) Poll(ctx context.Context) error {
 	return err
 }
 
-// feed hands the events taken to the sink, and Complete once done. Only
-// the polling goroutine calls it, so the sink gets them in order.
+// feed hands the events taken to the sink, then the answer's time, and
+// Complete once done. Only the polling goroutine calls it, so the sink
+// gets them in order.
 func (f *Follower) feed() {
 	f.mu.Lock()
-	taken := f.taken
-	f.taken = nil
+	taken, answered := f.taken, f.answered
+	f.taken, f.answered = nil, time.Time{}
 	complete := f.done && !f.told
 	f.told = f.told || f.done
 	f.mu.Unlock()
@@ -172,6 +191,9 @@ func (f *Follower) feed() {
 			evs[i] = ev.JobEvent()
 		}
 		f.cfg.Sink.Add(evs)
+	}
+	if !answered.IsZero() {
+		f.cfg.Sink.Answered(answered)
 	}
 	if complete {
 		f.cfg.Sink.Complete()

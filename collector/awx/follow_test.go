@@ -57,6 +57,17 @@ type sink struct {
 	mu        sync.Mutex
 	evs       []ansible.JobEvent
 	completes int
+	// answers are the times Answered got, and answeredAfter the events
+	// the sink held at each.
+	answers       []time.Time
+	answeredAfter []int
+}
+
+func (s *sink) Answered(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers = append(s.answers, at)
+	s.answeredAfter = append(s.answeredAfter, len(s.evs))
 }
 
 func (s *sink) Add(evs []ansible.JobEvent) {
@@ -494,6 +505,11 @@ func TestFollowerPassesAHoleWhileEventsFlow(t *testing.T) {
 	if f.Position() != 12 || !slices.Equal(got.counters(), seq(1, 12)) {
 		t.Fatalf("position %d, sink %v; want 12 while waiting", f.Position(), got.counters())
 	}
+	// The events past the hole are not the sink's yet: AWX's answers,
+	// though each the last page, do not show it every event.
+	if len(got.answers) != 0 {
+		t.Fatalf("answered at %v while a hole held events back", got.answers)
+	}
 	// Two seconds after the hole was seen it is passed.
 	if _, err := poll(t, c, srv, f, time.Second); err != nil {
 		t.Fatal(err)
@@ -501,5 +517,50 @@ func TestFollowerPassesAHoleWhileEventsFlow(t *testing.T) {
 	want := slices.Concat(seq(1, 12), seq(14, f.Position()))
 	if f.Position() < 26 || !slices.Equal(got.counters(), want) {
 		t.Fatalf("position %d, sink %v", f.Position(), got.counters())
+	}
+	if !slices.Equal(got.answers, []time.Time{c.now()}) || !slices.Equal(got.answeredAfter, []int{len(want)}) {
+		t.Fatalf("answers %v after %v events, want one at %v after all %d", got.answers, got.answeredAfter, c.now(), len(want))
+	}
+}
+
+// The sink is told AWX answered only after a page that held every event
+// left (not a metadata read, a page with a next link or a failure), at
+// the time the request was made, after the page's events and before
+// Complete.
+func TestFollowerTellsTheSinkWhenAWXAnswered(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	c := &clock{t: t0}
+	var got sink
+	srv, f := followSetup(t, c, loopsEvents, 0, 10, awx.FollowerConfig{Backoff: awx.Backoff{Base: 4 * time.Second, Max: time.Minute}, Sink: &got})
+	// Requests: 1 metadata, 2 events 1..10, 3 and 4 fail, 5..6 events
+	// 11..30, 7 events 31..32 (the last page).
+	srv.FailRequests(awxtest.Fault{Status: 503}, 3, 4)
+	steps := []struct {
+		step    time.Duration
+		failed  bool
+		answers int
+	}{
+		{time.Second, false, 0},     // 1s: metadata
+		{time.Second, false, 0},     // 2s: events 1..10, next link
+		{time.Second, true, 0},      // 3s: 503
+		{4 * time.Second, true, 0},  // 7s: 503
+		{8 * time.Second, false, 0}, // 15s: events 11..20
+		{time.Second, false, 0},     // 16s: events 21..30
+		{time.Second, false, 1},     // 17s: events 31, 32: the last page
+	}
+	for i, st := range steps {
+		n, err := poll(t, c, srv, f, st.step)
+		if n != 1 || (err != nil) != st.failed {
+			t.Fatalf("step %d: %d requests, err %v", i, n, err)
+		}
+		if len(got.answers) != st.answers {
+			t.Fatalf("step %d: answers %v, want %d", i, got.answers, st.answers)
+		}
+	}
+	if want := t0.Add(17 * time.Second); !got.answers[0].Equal(want) || got.answeredAfter[0] != 32 {
+		t.Fatalf("answered at %v after %d events, want at %v after all 32", got.answers[0], got.answeredAfter[0], want)
+	}
+	if !f.Done() || got.completes != 1 {
+		t.Fatalf("done %v, %d completes; want done after the stats event", f.Done(), got.completes)
 	}
 }

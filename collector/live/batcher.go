@@ -16,16 +16,23 @@ import (
 // A sample taken at time t is attributed to the task start with the
 // greatest created time ≤ t. Runner writes an event file shortly after the
 // event, so a sample waits until an event created at or after t was seen,
-// or until it is settle old (a long task writes no events for a while, and
-// the task running is then the newest one known), or the job ended.
-// Samples before the first task start, and all samples of a job without
-// job events, get counter 0 and no task.
+// or until it is settle old and the source answered at t+settle or later
+// with no task start after t (a long task writes no events for a while,
+// and the task running is then the newest one known), or the events are
+// complete. While the source does not answer (the AWX API is down),
+// samples wait however old, and are attributed once it answers with the
+// events it missed. Samples before the first task start, and all samples
+// of a job without job events, get counter 0 and no task.
 //
 // Beyond maxPending held samples the oldest go out before they are
 // settled. Their task cannot be known yet (it may have started after the
 // newest event seen, in an event the source has not read: the AWX API is
 // down or lags), so they get counter 0 and no task too, rather than a
-// guess; the first time, it is logged with the count.
+// guess; the first time, it is logged with the count. The final flush
+// (the job is over) sends every sample: those the source answered after,
+// or that an event covers, attributed; the newer ones (the source stopped
+// answering before the job ended and never came back) with no task,
+// logged with the count.
 //
 // add is safe for concurrent use with flush.
 type batcher struct {
@@ -54,6 +61,10 @@ type batcher struct {
 	// unknown[i] tells that the i-th sample of the batch being built is
 	// sent with no task (reused across batches).
 	unknown []bool
+	// unanswered counts the samples the final flush sent with no task
+	// because the source did not answer after them (set by final
+	// flushes only).
+	unanswered int
 }
 
 // add queues a sample. Two samples of one resource never share a
@@ -100,9 +111,10 @@ func (b *batcher) run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// flush sends the settled samples, or with final all of them, with the
-// tasks and newest event seen since the previous flush. It returns the
-// number of samples sent.
+// flush sends the settled samples, or with final all of them (the job is
+// over; see batcher for those that go with no task), with the tasks and
+// newest event seen since the previous flush. It returns the number of
+// samples sent.
 func (b *batcher) flush(now time.Time, final bool) int {
 	id := b.jobID()
 	if id == "" {
@@ -113,25 +125,42 @@ func (b *batcher) flush(now time.Time, final bool) int {
 		n, more := b.flushOnce(id, now, final)
 		sent += n
 		if !more {
-			return sent
+			break
 		}
 	}
+	if final && b.unanswered > 0 {
+		b.log.Warn("samples taken after the event source last answered sent with no task: their task is not known",
+			"samples", b.unanswered)
+	}
+	return sent
 }
 
 func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more bool) {
-	nowMs := now.UnixMilli()
+	nowMs, settleMs := now.UnixMilli(), b.settle.Milliseconds()
 	b.mu.Lock()
 	b.unknown = b.unknown[:0]
 	forced := 0
+scan:
 	for n < len(b.pending) && n < b.maxSamples {
 		t := b.pending[n].ms
-		if final || b.events == nil || b.events.settled(t) || nowMs-t >= b.settle.Milliseconds() {
+		switch {
+		case b.events == nil || b.events.settled(t):
 			b.unknown = append(b.unknown, false)
-		} else if b.maxPending > 0 && len(b.pending)-n > b.maxPending {
+		case final:
+			// The job is over: what the source showed after the sample
+			// is all there will be.
+			known := b.events.answeredSince(t)
+			b.unknown = append(b.unknown, !known)
+			if !known {
+				b.unanswered++
+			}
+		case nowMs-t >= settleMs && b.events.answeredSince(t+settleMs):
+			b.unknown = append(b.unknown, false)
+		case b.maxPending > 0 && len(b.pending)-n > b.maxPending:
 			b.unknown = append(b.unknown, true) // its task is not known yet
 			forced++
-		} else {
-			break
+		default:
+			break scan // held: its task is not known yet, nor those after
 		}
 		n++
 	}

@@ -196,7 +196,7 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	var follower *eventFollower
 	switch ra, isRunner := parseRunnerCommand(cfg.Command); {
 	case cfg.EventsDir != "":
-		follower = newEventFollower(fixedDir(cfg.EventsDir), log)
+		follower = newEventFollower(fixedDir(cfg.EventsDir), tune.now, log)
 		if ids.id == "" {
 			ids.id = cfg.Ident
 		}
@@ -205,7 +205,7 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 			ra.ident = cfg.Ident
 		}
 		loc := newRunnerLocator(ra)
-		follower = newEventFollower(loc.locate, log)
+		follower = newEventFollower(loc.locate, tune.now, log)
 		if ids.id == "" {
 			ids.id = ra.ident
 			ids.ident = loc.identNow
@@ -288,7 +288,7 @@ func collectAttach(ctx context.Context, cfg *LiveConfig, tune liveTuning, log *s
 	}
 	var follower *eventFollower
 	if cfg.EventsDir != "" {
-		follower = newEventFollower(fixedDir(cfg.EventsDir), log)
+		follower = newEventFollower(fixedDir(cfg.EventsDir), tune.now, log)
 	}
 	log.Info("attached", "cgroup", cg.Path(), "job", ids.id)
 	p := newLivePipeline(cfg, tune, cg, follower, ids, log)

@@ -5,14 +5,17 @@
 // A Session is the per-job part, shared by collect and the agent: it reads
 // a Stats (a cgroup, or a process tree) on a schedule (sampler.go),
 // attributes every sample to the task its Events say was running, waiting
-// up to Settle for the events to catch up (batcher.go), and hands
+// for the events to catch up (up to Settle while the source answers, until
+// it answers again while it does not: batcher.go), and hands
 // gzip-encoded ingest batches to a sender, normally a ship.Shipper.
 //
 // Where do a job's events come from? Events holds what a source has seen;
 // collect's source is the job_events follower (follow.go), which tails
 // artifacts/<ident>/job_events and finds that directory from an
 // `ansible-runner run` command line (follow_runner.go). The agent's source
-// is the AWX API (collector/awx), which adds to Events the same way.
+// is the AWX API (collector/awx), which adds to Events the same way. Each
+// source also tells Events when it last answered, so that a source that is
+// down is told apart from a task that writes no events.
 //
 // It does not own parsing an event file or the shapes of a job
 // (collector/ansible), sending and spooling batches (collector/ship) or

@@ -4,16 +4,24 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
 )
 
 // Events is what a job's event source has seen so far: the task starts in
-// time order and the newest event. A source adds events as it reads them
-// (collect's job_events follower; the agent's AWX API follower); a
-// session's batcher asks it which task was running at a time and whether
-// that is known yet, and its sampler closes every resource's interval at
-// each new task start (see sampler).
+// time order, the newest event, and when the source last answered. A
+// source adds events as it reads them (collect's job_events follower; the
+// agent's AWX API follower) and tells when it answered; a session's
+// batcher asks it which task was running at a time and whether that is
+// known yet, and its sampler closes every resource's interval at each new
+// task start (see sampler).
+//
+// The task running at time t is known once an event created at or after t
+// was seen, or once the source answered at or after t with every event it
+// holds up to then (a task writes no events while it runs). A source that
+// does not answer (the AWX API down) tells nothing about the time since it
+// last did: a task may have started then.
 //
 // Events arrive in counter order at their source but may be added in any
 // order; each event must be added once. Make one with NewEvents, for one
@@ -34,6 +42,10 @@ type Events struct {
 	newestMs int64
 	// complete: no event will be added anymore.
 	complete bool
+	// answeredMs is the newest time the source answered at (Answered);
+	// haveAnswer tells whether it did.
+	answeredMs int64
+	haveAnswer bool
 	// newStartMs is the newest task start added since the sampler last
 	// took one (takeStart); wake, of capacity 1, tells that there is one.
 	newStartMs   int64
@@ -98,9 +110,29 @@ func (e *Events) takeStart() (ms int64, ok bool) {
 	return ms, ok
 }
 
-// Complete tells that no event will be added anymore (the job is over and
-// its source has read all of them, or gave up): from now on every sample
-// is settled, attributed with the task starts known.
+// Answered tells that the source answered at time at, and that the events
+// it had then were added before: every task start at or before at (as far
+// as the source saves events by then) is known. The AWX follower calls it
+// after a page that held every event left, collect's job_events follower
+// after each scan. Times older than one told before are ignored.
+//
+// A sample is sent attributed with the task starts known only once the
+// source answered after it (see SessionConfig.Settle): while the source
+// does not answer, samples are held.
+func (e *Events) Answered(at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ms := at.UnixMilli(); !e.haveAnswer || ms > e.answeredMs {
+		e.answeredMs, e.haveAnswer = ms, true
+	}
+}
+
+// Complete tells that the source has every event of the job (the job is
+// over and its events were all read): from now on every sample is
+// settled, attributed with the task starts known. A source that gives up
+// instead (the AWX API still down when the job's drain ends) does not call
+// it: at Close, the samples newer than its last answer go out with no
+// task.
 func (e *Events) Complete() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -138,6 +170,14 @@ func (e *Events) settled(ms int64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.complete || (e.haveLast && e.newestMs >= ms)
+}
+
+// answeredSince reports whether the source answered at or after ms, or the
+// events are complete.
+func (e *Events) answeredSince(ms int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.complete || (e.haveAnswer && e.answeredMs >= ms)
 }
 
 // takeTasks returns the task starts not returned before, and the newest

@@ -21,10 +21,16 @@ const followMaxTries = 40
 // eventFollower tails a job_events directory while the job runs and adds
 // the events it reads to its Events. One goroutine scans (run); the
 // Events are safe for concurrent use.
+//
+// Every scan is an answer (Events.Answered): a local directory is never
+// down, and what it lists is every event written so far (none while the
+// directory is not there yet). So a sample is settled at most one scan
+// after it is Settle old, as when only the age counted.
 type eventFollower struct {
 	// locate returns the job_events directory, or "" while it is not known
 	// yet (ansible-runner has not made artifacts/<ident> so far).
 	locate func() string
+	now    func() time.Time
 	log    *slog.Logger
 	reader *ansible.EventReader
 
@@ -36,10 +42,12 @@ type eventFollower struct {
 	tries map[string]int  // file names not yet valid JSON: scans so far
 }
 
-// newEventFollower returns a follower of the directory locate finds.
-func newEventFollower(locate func() string, log *slog.Logger) *eventFollower {
+// newEventFollower returns a follower of the directory locate finds, on
+// the clock now.
+func newEventFollower(locate func() string, now func() time.Time, log *slog.Logger) *eventFollower {
 	return &eventFollower{
 		locate: locate,
+		now:    now,
 		log:    log,
 		reader: ansible.NewEventReader(),
 		events: NewEvents(),
@@ -52,7 +60,8 @@ func newEventFollower(locate func() string, log *slog.Logger) *eventFollower {
 func fixedDir(dir string) func() string { return func() string { return dir } }
 
 // run scans every interval until ctx is done, then once more so that the
-// events of the job's last moments are in.
+// events of the job's last moments are in, and completes the Events: the
+// caller ends ctx once the job is over, when runner has written them all.
 func (f *eventFollower) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -61,14 +70,18 @@ func (f *eventFollower) run(ctx context.Context, interval time.Duration) {
 		select {
 		case <-ctx.Done():
 			f.scan()
+			f.events.Complete()
 			return
 		case <-t.C:
 		}
 	}
 }
 
-// scan reads the event files that appeared since the previous scan.
+// scan reads the event files that appeared since the previous scan, and
+// tells the Events it answered at the scan's start.
 func (f *eventFollower) scan() {
+	at := f.now()
+	defer func() { f.events.Answered(at) }()
 	f.mu.Lock()
 	dir := f.dir
 	f.mu.Unlock()

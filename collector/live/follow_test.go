@@ -33,7 +33,7 @@ func ms(s string) int64 {
 func TestFollowerProgressiveEvents(t *testing.T) {
 	dir := t.TempDir()
 	events := filepath.Join(dir, "job_events")
-	f := newEventFollower(fixedDir(events), testLogger(t))
+	f := newEventFollower(fixedDir(events), time.Now, testLogger(t))
 	counterAt := func(when string) int64 {
 		t.Helper()
 		ev, _ := f.events.taskAt(ms(when))
@@ -110,7 +110,7 @@ func TestFollowerProgressiveEvents(t *testing.T) {
 
 func TestFollowerGivesUpOnBadFile(t *testing.T) {
 	dir := t.TempDir()
-	f := newEventFollower(fixedDir(dir), testLogger(t))
+	f := newEventFollower(fixedDir(dir), time.Now, testLogger(t))
 	writeFile(t, filepath.Join(dir, "1-x.json"), "{not json")
 	for i := 0; i < followMaxTries; i++ {
 		f.scan()

@@ -152,7 +152,7 @@ func decodeBody(t *testing.T, body []byte) ship.Batch {
 }
 
 func TestBatcherAttributesAndWaitsForEvents(t *testing.T) {
-	f := newEventFollower(fixedDir(""), testLogger(t))
+	f := newEventFollower(fixedDir(""), time.Now, testLogger(t))
 	base := ms("2026-11-30T03:39:35.0")
 	var sent []ship.Batch
 	id := ""
@@ -193,8 +193,13 @@ func TestBatcherAttributesAndWaitsForEvents(t *testing.T) {
 	if len(got.Tasks) != 1 || got.Tasks[0].Counter != 3 || got.Tasks[0].StartMs != base+700 || got.LastEvent.Counter != 4 {
 		t.Fatalf("first batch tasks %+v, last %+v", got.Tasks, got.LastEvent)
 	}
-	// A long task writes nothing: samples settle after 5s anyway, in
-	// batches of at most 4 samples.
+	// A long task writes nothing: samples settle once 5s old when the
+	// source answered 5s after them (a scan at 7000ms), in batches of at
+	// most 4 samples.
+	if n := b.flush(time.UnixMilli(base+7000), false); n != 0 {
+		t.Fatalf("flushed %d samples the source did not answer 5s after, want 0", n)
+	}
+	f.events.Answered(time.UnixMilli(base + 7000))
 	if n := b.flush(time.UnixMilli(base+7000), false); n != 2 || b.pendingSamples() != 6 {
 		t.Fatalf("flushed %d, %d pending; want 2 old enough and 6 pending", n, b.pendingSamples())
 	}

@@ -43,19 +43,24 @@ type SessionConfig struct {
 	// CPUInterval, MemoryInterval and PIDsInterval override it per
 	// resource. Each must be at least 10ms.
 	PollInterval, CPUInterval, MemoryInterval, PIDsInterval time.Duration
-	// Settle is the longest a sample waits for Events to show the task
-	// it belongs to (an event created at or after it) before it is sent
+	// Settle is how long a sample waits for Events to show the task it
+	// belongs to (an event created at or after it) before it is sent
 	// attributed with what is known (default 5s): a task that writes no
-	// events for a while is still the newest one known. A source whose
-	// events lag (the AWX API saves them seconds late, and may be down)
-	// wants minutes.
+	// events for a while is still the newest one known. That is only
+	// known once the source answered (Events.Answered) Settle or more
+	// after the sample was taken, showing no task start after it: while
+	// the source does not answer (the AWX API is down), samples are held
+	// however old, bounded by MaxPendingSamples, and attributed once it
+	// answers with the events it missed. A source whose events lag (the
+	// AWX API saves them seconds late) wants minutes.
 	Settle time.Duration
 	// MaxPendingSamples bounds the samples held waiting for their task:
-	// beyond it the oldest are sent before Settle. Those that Events
-	// does not cover yet (taken after the newest event seen) get counter
-	// 0 and no task, as before the first task start: the task running
-	// then may be one not seen yet. The first time is logged with the
-	// count. 0: no bound but Settle.
+	// beyond it the oldest are sent before they are settled. Those that
+	// Events does not cover yet (taken after the newest event seen) get
+	// counter 0 and no task, as before the first task start: the task
+	// running then may be one not seen yet. The first time is logged with
+	// the count. 0: no bound (collect's job_events follower answers on
+	// every scan, so Settle bounds the wait).
 	MaxPendingSamples int
 	// FlushInterval is how often settled samples are batched (default 1s).
 	FlushInterval time.Duration
@@ -201,8 +206,11 @@ func (s *Session) StopSampling() {
 
 // Close stops sampling if StopSampling was not called, then sends every
 // sample held, attributed with the task starts Events holds now: call it
-// once the source added the job's last events, or gave up on them. It
-// returns the number of samples taken.
+// once the source added the job's last events (and completed the Events),
+// or gave up on them. When it gave up, the samples taken after the
+// source's last answer (and after the newest event) go out with counter 0
+// and no task, logged with their count: a task may have started then
+// that the source never showed. It returns the number of samples taken.
 func (s *Session) Close() int {
 	s.StopSampling()
 	s.mu.Lock()

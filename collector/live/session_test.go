@@ -251,7 +251,9 @@ func TestSessionMaxPendingUnknownTask(t *testing.T) {
 // TestSessionSettleKeepsNewestTask: a sample that outlives Settle with no
 // event after it goes out attributed to the newest task start known (a
 // long task writes no events for a while), unlike one forced out by
-// MaxPendingSamples.
+// MaxPendingSamples, once the source answered Settle after it: an answer
+// shows no task start up to its time. Polls every 100ms, flushes every
+// 110ms, Settle 300ms; the source answers at 405 and 560.
 func TestSessionSettleKeepsNewestTask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
@@ -269,20 +271,122 @@ func TestSessionSettleKeepsNewestTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Start()
-		time.Sleep(555 * time.Millisecond)
-		synctest.Wait()
-		// The flushes at 440 and 550 send the polls at 100 and 200, 300ms
-		// old; 300..500 are held.
-		want := map[int64][]int64{3: {100, 200}}
-		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-			if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s sample times per counter %v, want %v", r, got, want)
+		at := func(ms int64) { // sleep until ms after t0
+			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
+			synctest.Wait()
+		}
+		check := func(when string, want map[int64][]int64) {
+			t.Helper()
+			for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+				if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: %s sample times per counter %v, want %v", when, r, got, want)
+				}
 			}
 		}
-		if p := s.PendingSamples(); p != 9 {
-			t.Errorf("%d samples pending, want 9 (polls 300..500)", p)
+		at(405)
+		evs.Answered(time.Now())
+		at(555)
+		// The flush at 440 sent the poll at 100: 300ms old, and the source
+		// answered at 405 ≥ 100+300. The poll at 200 is old enough at 550,
+		// but the source did not answer since 500: held.
+		check("at 555ms", map[int64][]int64{3: {100}})
+		evs.Answered(time.Now())
+		at(665)
+		// The flush at 660 sent the poll at 200 (answered at 560 ≥ 500);
+		// 300 waits for an answer at 600 or later.
+		check("at 665ms", map[int64][]int64{3: {100, 200}})
+		if p := s.PendingSamples(); p != 12 {
+			t.Errorf("%d samples pending, want 12 (polls 300..600)", p)
 		}
-		s.Close()
+		evs.Answered(time.Now())
+		if n := s.Close(); n != 21 {
+			t.Fatalf("%d samples taken, want 21: 6 polls and the last one, of 3 resources", n)
+		}
+		// The source answered at 665, when the last sample is taken: all
+		// go out, A's.
+		check("after Close", map[int64][]int64{3: {100, 200, 300, 400, 500, 600, 665}})
+	})
+}
+
+// TestSessionOutageLongerThanSettle: the source does not answer for
+// longer than Settle (the AWX API is down) while tasks B and C start.
+// The samples are held, not sent as the last task known (A), and go to
+// B and C once the source answers with the events it missed. Then it
+// goes down again until the job ends: the samples taken after its last
+// answer go out with no task (D started then, unseen), those before it
+// with the task known. Polls every 100ms, flushes every 130ms, Settle
+// 300ms; the clock is synctest's.
+func TestSessionOutageLongerThanSettle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		ms0 := t0.UnixMilli()
+		st := &fakeStats{start: t0, cpuShare: 1, mem: 1000, pids: 2}
+		evs := NewEvents()
+		evs.Add([]ansible.JobEvent{{Counter: 3, TimeMs: ms0 - 100, TaskStart: true, TaskUUID: "a", Task: "A"}})
+		evs.Answered(t0)
+		sent := &sentBatches{t: t}
+		var logs bytes.Buffer
+		s, err := NewSession(SessionConfig{
+			JobID: "42", Stats: st, Events: evs, PollInterval: 100 * time.Millisecond,
+			Settle: 300 * time.Millisecond, FlushInterval: 130 * time.Millisecond,
+			Send: sent.send, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		at := func(ms int64) { // sleep until ms after t0
+			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
+			synctest.Wait()
+		}
+		check := func(when string, want map[int64][]int64) {
+			t.Helper()
+			for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+				if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: %s sample times per counter %v, want %v", when, r, got, want)
+				}
+			}
+		}
+		at(995)
+		// Polls 100..900, up to 900ms old: none sent.
+		check("at 995ms, the source down since 0", map[int64][]int64{})
+		if p := s.PendingSamples(); p != 27 {
+			t.Errorf("%d samples pending at 995ms, want 27 (polls 100..900)", p)
+		}
+		// At 1005 the source answers with what it missed: B started at
+		// 420, C at 810, an event at 990.
+		at(1005)
+		evs.Add([]ansible.JobEvent{
+			{Counter: 5, TimeMs: ms0 + 420, TaskStart: true, TaskUUID: "b", Task: "B"},
+			{Counter: 7, TimeMs: ms0 + 810, TaskStart: true, TaskUUID: "c", Task: "C"},
+			{Counter: 8, TimeMs: ms0 + 990},
+		})
+		evs.Answered(time.Now())
+		at(1595)
+		// The flush at 1040 sent the polls up to 990: the poll at 500
+		// covers 400..500, which holds B's start (restamped 419, A's), the
+		// one at 900 C's (restamped 809, B's). The poll at 1000 and later
+		// wait: the source has not answered since 1005.
+		want := map[int64][]int64{3: {100, 200, 300, 400, 419}, 5: {600, 700, 800, 809}}
+		check("at 1595ms, the source down since 1005", want)
+		if n := s.Close(); n != 3*16 {
+			t.Fatalf("%d samples taken, want 48: 15 polls and the last one, of 3 resources", n)
+		}
+		// The poll at 1000 is before the last answer: C's. The later ones
+		// are not known (D started at 1150, unseen): no task.
+		want[7] = []int64{1000}
+		want[0] = []int64{1100, 1200, 1300, 1400, 1500, 1595}
+		check("after Close", want)
+		for _, b := range sent.batches {
+			for _, sr := range b.Series {
+				if sr.Counter == 0 && (sr.Task != "" || sr.UUID != "") {
+					t.Errorf("a counter 0 series names task %q (uuid %q), want none", sr.Task, sr.UUID)
+				}
+			}
+		}
+		if n := strings.Count(logs.String(), "after the event source last answered"); n != 1 || !strings.Contains(logs.String(), "samples=18") {
+			t.Errorf("the samples sent with no task at the end were logged %d times, want once with samples=18:\n%s", n, logs.String())
+		}
 	})
 }
 
