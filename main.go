@@ -248,7 +248,10 @@ With --awx-url (and --awx-token-file, a read-only AWX token), --job is the
 AWX job id: the job's events and metadata are read from the AWX API and
 attribute the samples of PATH (cgroup_perf_recap files, profiling data, a
 runner tree without job_events, files a previous agent left) to its tasks;
-the job gets the template, status and playbook AWX names.`,
+the job gets the template, status and playbook AWX names. AWX's events
+win: a runner tree's own job_events are not read (a warning names them),
+so give one PATH, the samples of that AWX job. A job AWX does not call
+finished is imported with the events it has so far, with a warning.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
@@ -272,7 +275,7 @@ the job gets the template, status and playbook AWX names.`,
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
 			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
 			if awxCfg.URL != "" {
-				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, logger); err != nil {
+				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, paths, cmd.ErrOrStderr(), logger); err != nil {
 					return err
 				}
 				opts.Events = fromAWX.events
