@@ -183,3 +183,38 @@ func checkAWXPaths(paths []string, jobFlag string, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// spanSlack is how far outside the span of its AWX job's events a sample
+// may lie and still count as the job's: collection starts before the
+// first event and a poll closes after the last.
+const spanSlack = 5 * time.Second
+
+// checkSpan warns when none of the job's samples lies within the span of
+// the AWX job's events (give or take spanSlack): the samples then come from
+// another run than --job names, and every one would go to its first or
+// last task.
+func (a *awxJob) checkSpan(j *ansible.Job, log *slog.Logger) {
+	if len(a.events) == 0 {
+		return
+	}
+	from, to := a.events[0].TimeMs, a.events[0].TimeMs
+	for _, ev := range a.events {
+		from, to = min(from, ev.TimeMs), max(to, ev.TimeMs)
+	}
+	lo, hi := from-spanSlack.Milliseconds(), to+spanSlack.Milliseconds()
+	n := 0
+	for _, s := range j.Series {
+		for _, t := range s.Ts {
+			if t >= lo && t <= hi {
+				return
+			}
+		}
+		n += len(s.Ts)
+	}
+	if n == 0 {
+		return
+	}
+	stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+	log.Warn(fmt.Sprintf("import --awx-url: none of the %d samples lies within the events of AWX job %d (%s .. %s, give or take %s): is --job the job that made them?",
+		n, a.meta.ID, stamp(from), stamp(to), spanSlack), "job", j.ID)
+}

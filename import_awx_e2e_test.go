@@ -66,8 +66,8 @@ func TestImportAWXEvents(t *testing.T) {
 	if err != nil {
 		t.Fatalf("import --awx-url: %v\n%s", err, out)
 	}
-	if strings.Contains(out, "awx-read-token") {
-		t.Fatalf("the output shows the token:\n%s", out)
+	if strings.Contains(out, "awx-read-token") || strings.Contains(out, "is --job") {
+		t.Fatalf("the output shows the token or doubts the job:\n%s", out)
 	}
 	// The wrong token's one request (no retry), then one for the job and
 	// one for its 12 events.
@@ -241,5 +241,28 @@ func writeEvent(t *testing.T, dir, name string, ev map[string]any) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestImportAWXOtherJob imports samples that AWX job 4242's events do not
+// cover (cgroup_perf_recap files of an earlier run): the job is stored,
+// and the command says that --job may name another job than the one that
+// made the samples.
+func TestImportAWXOtherJob(t *testing.T) {
+	awxSrv := awxtest.NewServer(awxtest.Options{Token: "awx-read-token"})
+	defer awxSrv.Close()
+	awxSrv.AddJob(awxtest.Job{ID: 4242, Status: "successful", EventProcessingFinished: true},
+		filepath.Join("testdata", "ansible", "runner-basic", "artifacts", "demo2", "job_events"))
+	tokenFile := filepath.Join(t.TempDir(), "awx-token")
+	if err := os.WriteFile(tokenFile, []byte("awx-read-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "import", "--data", t.TempDir(), "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, "--job", "4242", "testdata/ansible/recap-csv")
+	if err != nil {
+		t.Fatalf("import --awx-url: %v\n%s", err, out)
+	}
+	want := `none of the 70 samples lies within the events of AWX job 4242 (2026-11-30T03:39:35.958Z .. 2026-11-30T03:39:41.831Z, give or take 5s): is --job the job that made them?"`
+	if !strings.Contains(out, want) || !strings.Contains(out, "stored 70 new samples") {
+		t.Fatalf("output\n%s\nwant it to say %q and store the samples", out, want)
 	}
 }

@@ -250,8 +250,10 @@ attribute the samples of PATH (cgroup_perf_recap files, profiling data, a
 runner tree without job_events, files a previous agent left) to its tasks;
 the job gets the template, status and playbook AWX names. AWX's events
 win: a runner tree's own job_events are not read (a warning names them),
-so give one PATH, the samples of that AWX job. A job AWX does not call
-finished is imported with the events it has so far, with a warning.`,
+so give one PATH, the samples of that AWX job; samples none of which lie
+within the span of its events are stored with a warning (is --job the job
+that made them?). A job AWX does not call finished is imported with the
+events it has so far, with a warning.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
@@ -289,6 +291,7 @@ finished is imported with the events it has so far, with a warning.`,
 			if fromAWX != nil {
 				for _, j := range jobs {
 					fromAWX.setInfo(j, templateID, templateName)
+					fromAWX.checkSpan(j, logger)
 				}
 			}
 			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)
