@@ -57,7 +57,7 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 		return nil, err
 	}
 	var meta awx.Job
-	err = awx.Retry(ctx, backoff, nil, func() (err error) {
+	err = retryAWX(ctx, backoff, log, fmt.Sprintf("job %d", id), func() (err error) {
 		meta, err = c.Job(ctx, id)
 		return err
 	})
@@ -75,7 +75,7 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 	// ?page=N costs it an offset scan.
 	for after := int64(0); ; {
 		var p awx.Page
-		err := awx.Retry(ctx, backoff, nil, func() (err error) {
+		err := retryAWX(ctx, backoff, log, fmt.Sprintf("events of job %d after counter %d", id, after), func() (err error) {
 			p, err = c.Events(ctx, id, after)
 			return err
 		})
@@ -217,4 +217,28 @@ func (a *awxJob) checkSpan(j *ansible.Job, log *slog.Logger) {
 	stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 	log.Warn(fmt.Sprintf("import --awx-url: none of the %d samples lies within the events of AWX job %d (%s .. %s, give or take %s): is --job the job that made them?",
 		n, a.meta.ID, stamp(from), stamp(to), spanSlack), "job", j.ID)
+}
+
+// retryAWX is awx.Retry with a warning before each new try, naming the
+// request and the error: a one-shot command that waits for AWX (up to the
+// client's timeout a try) says so.
+func retryAWX(ctx context.Context, b awx.Backoff, log *slog.Logger, what string, do func() error) error {
+	var last error
+	tries := 1
+	sleep := func(ctx context.Context, d time.Duration) error {
+		tries++
+		log.Warn("import --awx-url: AWX failed; asking again", "request", what, "try", tries, "of", b.Tries, "wait", d, "err", last)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	return awx.Retry(ctx, b, sleep, func() error {
+		last = do()
+		return last
+	})
 }

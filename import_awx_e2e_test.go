@@ -247,10 +247,12 @@ func writeEvent(t *testing.T, dir, name string, ev map[string]any) {
 // TestImportAWXOtherJob imports samples that AWX job 4242's events do not
 // cover (cgroup_perf_recap files of an earlier run): the job is stored,
 // and the command says that --job may name another job than the one that
-// made the samples.
+// made the samples. AWX fails the first two requests: each retry is shown
+// (an AWX that does not answer takes 30 s a try).
 func TestImportAWXOtherJob(t *testing.T) {
 	awxSrv := awxtest.NewServer(awxtest.Options{Token: "awx-read-token"})
 	defer awxSrv.Close()
+	awxSrv.FailRequests(awxtest.Fault{Status: 503}, 1, 3)
 	awxSrv.AddJob(awxtest.Job{ID: 4242, Status: "successful", EventProcessingFinished: true},
 		filepath.Join("testdata", "ansible", "runner-basic", "artifacts", "demo2", "job_events"))
 	tokenFile := filepath.Join(t.TempDir(), "awx-token")
@@ -264,5 +266,16 @@ func TestImportAWXOtherJob(t *testing.T) {
 	want := `none of the 70 samples lies within the events of AWX job 4242 (2026-11-30T03:39:35.958Z .. 2026-11-30T03:39:41.831Z, give or take 5s): is --job the job that made them?"`
 	if !strings.Contains(out, want) || !strings.Contains(out, "stored 70 new samples") {
 		t.Fatalf("output\n%s\nwant it to say %q and store the samples", out, want)
+	}
+	for _, want := range []string{
+		`msg="import --awx-url: AWX failed; asking again" request="job 4242" try=2 of=4`,
+		`msg="import --awx-url: AWX failed; asking again" request="events of job 4242 after counter 0" try=2 of=4`,
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Fatalf("output\n%s\nwant it to say %q once", out, want)
+		}
+	}
+	if n := awxSrv.RequestCount(4242); n != 4 {
+		t.Fatalf("%d requests for job 4242, want 4 (2 failed, 2 answered)", n)
 	}
 }
