@@ -64,8 +64,13 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 	if err != nil {
 		return nil, fmt.Errorf("--awx-url %s: %w", cfg.URL, err)
 	}
-	if !meta.Final() {
+	switch {
+	case !meta.Final():
 		log.Warn("the AWX job is not finished; importing the events it has so far", "job", id, "status", meta.Status)
+	case !meta.EventProcessingFinished:
+		// AWX saves a job's events seconds after they happen, and a busy
+		// AWX minutes after the job ends (event_processing_finished).
+		log.Warn("the AWX job is finished but AWX has not saved all its events yet; importing those it has", "job", id, "status", meta.Status)
 	}
 	out := &awxJob{meta: meta}
 	var keep keptEvents
