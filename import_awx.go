@@ -29,6 +29,7 @@ func awxFlags(f *pflag.FlagSet, cfg *awx.Config) {
 
 // awxJob is what import --awx-url reads from AWX for the job it stores.
 type awxJob struct {
+	id     int64 // --job, the AWX job id
 	meta   awx.Job
 	events []ansible.JobEvent // the ones attribution needs, see keptEvents
 	total  int                // events AWX holds for the job
@@ -72,7 +73,7 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 		// AWX minutes after the job ends (event_processing_finished).
 		log.Warn("the AWX job is finished but AWX has not saved all its events yet; importing those it has", "job", id, "status", meta.Status)
 	}
-	out := &awxJob{meta: meta}
+	out := &awxJob{id: id, meta: meta}
 	var keep keptEvents
 	var bar *progressbar.ProgressBar
 	// Page by counter (counter__gt the last one read), not by the page

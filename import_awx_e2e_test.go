@@ -260,12 +260,13 @@ func TestImportAWXOtherJob(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("awx-read-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, "import", "--data", t.TempDir(), "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, "--job", "4242", "testdata/ansible/recap-csv")
+	// --job 04242 is AWX job 4242, stored as "4242" (AWX's events links).
+	out, err := run(t, "import", "--data", t.TempDir(), "--awx-url", awxSrv.URL, "--awx-token-file", tokenFile, "--job", "04242", "testdata/ansible/recap-csv")
 	if err != nil {
 		t.Fatalf("import --awx-url: %v\n%s", err, out)
 	}
 	want := `none of the 70 samples lies within the events of AWX job 4242 (2026-11-30T03:39:35.958Z .. 2026-11-30T03:39:41.831Z, give or take 5s): is --job the job that made them?"`
-	if !strings.Contains(out, want) || !strings.Contains(out, "stored 70 new samples") {
+	if !strings.Contains(out, want) || !strings.Contains(out, "job 4242 (recap): 3 tasks") || !strings.Contains(out, "stored 70 new samples") {
 		t.Fatalf("output\n%s\nwant it to say %q and store the samples", out, want)
 	}
 	for _, want := range []string{

@@ -282,6 +282,7 @@ events it has so far, with a warning: import it again later to complete it.`,
 					return err
 				}
 				opts.Events = fromAWX.events
+				opts.JobID = awx.JobID(fromAWX.id) // --job 042 is AWX job 42
 			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
 				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
 			}
