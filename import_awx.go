@@ -47,7 +47,7 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 	if err != nil || id <= 0 {
 		return nil, fmt.Errorf("--job: with --awx-url it must be an AWX job id, a positive number, got %q", jobFlag)
 	}
-	if err := checkAWXPaths(paths, jobFlag, log); err != nil {
+	if err := checkAWXPaths(paths, awx.JobID(id), log); err != nil {
 		return nil, err
 	}
 	// A one-shot command gives up after seconds (0.25 + 0.5 + 1), not minutes.
@@ -175,16 +175,16 @@ func (a *awxJob) setInfo(j *ansible.Job, templateFlag, templateNameFlag string) 
 // checkAWXPaths checks the paths of import --awx-url before AWX is asked:
 // the events of one AWX job attribute the samples of one path. A runner
 // tree's own job_events are not read: AWX's events are those of the job
-// --job names, which the user asked for. It warns about each such dir, so
-// that a tree from another run than --job's shows up.
-func checkAWXPaths(paths []string, jobFlag string, log *slog.Logger) error {
+// --job (jobID) names, which the user asked for. It warns about each such
+// dir, so that a tree from another run than --job's shows up.
+func checkAWXPaths(paths []string, jobID string, log *slog.Logger) error {
 	if len(paths) > 1 {
-		return fmt.Errorf("--awx-url: the events of AWX job %s attribute one job's samples, but %d paths were given; import them one by one", jobFlag, len(paths))
+		return fmt.Errorf("--awx-url: the events of AWX job %s attribute one job's samples, but %d paths were given; import them one by one", jobID, len(paths))
 	}
 	for _, pattern := range []string{"artifacts/*/job_events", "job_events"} {
 		dirs, _ := filepath.Glob(filepath.Join(paths[0], pattern))
 		for _, d := range dirs {
-			log.Warn("import --awx-url: the tree's own job events are not read; AWX job "+jobFlag+"'s events attribute its samples", "ignored", d)
+			log.Warn("import --awx-url: the tree's own job events are not read; AWX job "+jobID+"'s events attribute its samples", "ignored", d)
 		}
 	}
 	return nil
