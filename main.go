@@ -249,10 +249,10 @@ AWX job id: the job's events and metadata are read from the AWX API and
 attribute the samples of PATH (cgroup_perf_recap files, profiling data, a
 runner tree without job_events) to its tasks; the job gets the template,
 status and playbook AWX names, and a progress bar shows the events read
-(AWX gives 200 a request). AWX's events win: a runner tree's own job_events are not read (a warning names them),
-so give one PATH, the samples of that AWX job; samples none of which lie
-within the span of its events are stored with a warning (is --job the job
-that made them?). A job AWX does not call finished, or whose events AWX
+(AWX gives 200 a request). AWX's events win: a runner tree's own
+job_events are not read (a warning names them), so give one PATH, the
+samples of that AWX job; samples none of which lie within the span of its
+events are stored with a warning (is --job the job that made them?). A job AWX does not call finished, or whose events AWX
 has not all saved yet (event_processing_finished), is imported with the
 events it has so far, with a warning: import it again later to complete it.`,
 		Args: cobra.MinimumNArgs(1),
