@@ -252,9 +252,10 @@ status and playbook AWX names, and a progress bar shows the events read
 (AWX gives 200 a request). AWX's events win: a runner tree's own
 job_events are not read (a warning names them), so give one PATH, the
 samples of that AWX job; samples none of which lie within the span of its
-events are stored with a warning (is --job the job that made them?). A job AWX does not call finished, or whose events AWX
-has not all saved yet (event_processing_finished), is imported with the
-events it has so far, with a warning: import it again later to complete it.`,
+events are stored with a warning (is --job the job that made them?). A
+job AWX does not call finished, or whose events AWX has not all saved yet
+(event_processing_finished), is imported with the events it has so far,
+with a warning: import it again later to complete it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
