@@ -247,8 +247,15 @@ its status. --job, --template and --template-name override them.
 With --awx-url (and --awx-token-file, a read-only AWX token), --job is the
 AWX job id: the job's events and metadata are read from the AWX API and
 attribute the samples of PATH (cgroup_perf_recap files, profiling data, a
-runner tree without job_events, files a previous agent left) to its tasks;
-the job gets the template, status and playbook AWX names.`,
+runner tree without job_events) to its tasks; the job gets the template,
+status and playbook AWX names, and a progress bar shows the events read
+(AWX gives 200 a request). AWX's events win: a runner tree's own
+job_events are not read (a warning names them), so give one PATH, the
+samples of that AWX job; samples none of which lie within the span of its
+events are stored with a warning (is --job the job that made them?). A
+job AWX does not call finished, or whose events AWX has not all saved yet
+(event_processing_finished), is imported with the events it has so far,
+with a warning: import it again later to complete it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
@@ -272,10 +279,11 @@ the job gets the template, status and playbook AWX names.`,
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
 			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
 			if awxCfg.URL != "" {
-				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, logger); err != nil {
+				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, paths, cmd.ErrOrStderr(), logger); err != nil {
 					return err
 				}
 				opts.Events = fromAWX.events
+				opts.JobID = awx.JobID(fromAWX.id) // --job 042 is AWX job 42
 			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
 				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
 			}
@@ -286,6 +294,7 @@ the job gets the template, status and playbook AWX names.`,
 			if fromAWX != nil {
 				for _, j := range jobs {
 					fromAWX.setInfo(j, templateID, templateName)
+					fromAWX.checkSpan(j, logger)
 				}
 			}
 			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)

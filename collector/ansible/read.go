@@ -67,20 +67,16 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Events != nil && len(srcs) > 1 {
+		return nil, fmt.Errorf("cannot use the given job events for %q: %w (%s); read one of them", path, ErrSeveralJobs, sourceIDs(srcs))
+	}
 	if opts.JobID != "" {
 		if len(srcs) > 1 {
-			ids := make([]string, len(srcs))
-			for i, s := range srcs {
-				ids[i] = s.id
-			}
-			return nil, fmt.Errorf("cannot use job id %q for %q: %w (%s); drop the job id or read one of them", opts.JobID, path, ErrSeveralJobs, strings.Join(ids, ", "))
+			return nil, fmt.Errorf("cannot use job id %q for %q: %w (%s); drop the job id or read one of them", opts.JobID, path, ErrSeveralJobs, sourceIDs(srcs))
 		}
 		srcs[0].id = opts.JobID
 	}
 	if opts.Events != nil {
-		if len(srcs) > 1 {
-			return nil, fmt.Errorf("cannot use the given job events for %q: %w; read one of them", path, ErrSeveralJobs)
-		}
 		srcs[0].eventsDir = ""
 	}
 	infos := make([]JobInfo, len(srcs))
@@ -146,6 +142,15 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 		}
 	}
 	return jobs, nil
+}
+
+// sourceIDs lists the sources' job ids, comma separated.
+func sourceIDs(srcs []source) string {
+	ids := make([]string, len(srcs))
+	for i, s := range srcs {
+		ids[i] = s.id
+	}
+	return strings.Join(ids, ", ")
 }
 
 // sourceInfo fills info from a runner source's extravars and status, and

@@ -3,6 +3,7 @@ package ansible
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,8 +107,13 @@ func TestReadGivenEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := Read(two, ReadOptions{Events: []JobEvent{}})
-	if !errors.Is(err, ErrSeveralJobs) {
-		t.Fatalf("several jobs with given events: %v, want ErrSeveralJobs", err)
+	// With a job id too (import --awx-url --job N), the error is about the
+	// events, which need one job, not about the job id, which they need.
+	for _, opts := range []ReadOptions{{Events: []JobEvent{}}, {JobID: "42", Events: []JobEvent{}}} {
+		_, err := Read(two, opts)
+		want := fmt.Sprintf("cannot use the given job events for %q: %v (ansible-perf-a, ansible-perf-b); read one of them", two, ErrSeveralJobs)
+		if !errors.Is(err, ErrSeveralJobs) || err.Error() != want {
+			t.Fatalf("several jobs with given events, job id %q: %v, want %q", opts.JobID, err, want)
+		}
 	}
 }
