@@ -189,10 +189,15 @@ func (c *Client) Job(ctx context.Context, id int64) (Job, error) {
 // afterCounter, in counter order, Config.PageSize at most:
 // GET /api/v2/jobs/{id}/job_events/?order_by=counter&counter__gt=N&page_size=200.
 func (c *Client) Events(ctx context.Context, id, afterCounter int64) (Page, error) {
+	return c.events(ctx, id, afterCounter, c.pageSize)
+}
+
+// events is Events with a page size of its own, at most Config.PageSize.
+func (c *Client) events(ctx context.Context, id, afterCounter int64, pageSize int) (Page, error) {
 	q := url.Values{}
 	q.Set("order_by", "counter")
 	q.Set("counter__gt", strconv.FormatInt(afterCounter, 10))
-	q.Set("page_size", strconv.Itoa(c.pageSize))
+	q.Set("page_size", strconv.Itoa(min(max(pageSize, 1), c.pageSize)))
 	return c.page(ctx, id, fmt.Sprintf("/api/v2/jobs/%d/job_events/?%s", id, q.Encode()))
 }
 

@@ -59,7 +59,9 @@ type Sink interface {
 // (AWX's callback receiver may save events out of counter order); it asks
 // for the events after it and skips the ones already seen. A hole that
 // stays longer than GapWait is passed. Failures keep the position: the
-// next request, after Backoff, asks again from it.
+// next request, after Backoff, asks again from it. A page too large for
+// the client (ErrTooLarge) is asked for again at once with half the page
+// size, down to one event.
 type Follower struct {
 	client *Client
 	id     int64
@@ -83,7 +85,11 @@ type Follower struct {
 	requests int             // requests made
 	failures int             // failed requests in a row
 	lastErr  error           // the last request's error, nil after a success
-	notUntil time.Time       // no request before this time
+	// pageSize is the page_size asked for; 0 is the client's. It halves
+	// after a page too large to read, for the rest of the job.
+	pageSize int
+	shrunk   bool      // the last request's page was too large; pageSize is smaller now
+	notUntil time.Time // no request before this time
 }
 
 // NewFollower returns a follower of job id through c.
@@ -128,7 +134,7 @@ func (f *Follower) Poll(ctx context.Context) error {
 	f.notUntil = now.Add(f.cfg.MinInterval)
 	f.requests++
 	askMeta := !f.haveMeta || f.metaDue || f.done
-	cursor := f.cursor
+	cursor, pageSize := f.cursor, f.pageSize
 	// AWX says when a final job's events are all saved; without that
 	// word, GapWait after the finish is taken as enough.
 	finalBefore := f.haveMeta && f.meta.Final() &&
@@ -145,8 +151,13 @@ func (f *Follower) Poll(ctx context.Context) error {
 		}
 	} else {
 		var p Page
-		if p, err = f.client.Events(ctx, f.id, cursor); err == nil {
+		if pageSize == 0 {
+			pageSize = f.client.pageSize
+		}
+		if p, err = f.client.events(ctx, f.id, cursor, pageSize); err == nil {
 			f.add(p.Events, finalBefore)
+		} else if errors.Is(err, ErrTooLarge) && pageSize > 1 {
+			f.shrinkPages(pageSize / 2)
 		}
 	}
 	f.settle(err)
@@ -178,6 +189,17 @@ func (f *Follower) feed() {
 	}
 }
 
+// shrinkPages makes the next event requests ask for size events a page.
+// The same page would be too large again: a task that printed megabytes
+// must not stop the job's events for good.
+func (f *Follower) shrinkPages(size int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pageSize = size
+	f.shrunk = true
+	f.cfg.Log.Warn("awx: a page of events is too large to read; asking for fewer events a page", "job", f.id, "page_size", size)
+}
+
 // settle records a request's outcome and sets the backoff.
 func (f *Follower) settle(err error) {
 	f.mu.Lock()
@@ -194,6 +216,11 @@ func (f *Follower) settle(err error) {
 	var re *RetryableError
 	delay := f.cfg.Backoff.Delay(f.failures, 0)
 	switch {
+	case f.shrunk:
+		// A smaller page is asked for next, at the usual pace.
+		f.shrunk = false
+		f.notUntil = f.cfg.Now().Add(f.cfg.MinInterval)
+		return
 	case errors.As(err, &re):
 		delay = f.cfg.Backoff.Delay(f.failures, re.RetryAfter)
 	default:

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -501,5 +503,76 @@ func TestFollowerPassesAHoleWhileEventsFlow(t *testing.T) {
 	want := slices.Concat(seq(1, 12), seq(14, f.Position()))
 	if f.Position() < 26 || !slices.Equal(got.counters(), want) {
 		t.Fatalf("position %d, sink %v", f.Position(), got.counters())
+	}
+}
+
+// A page of events larger than the client reads (a task that printed
+// megabytes) is not asked for again as it was: the follower halves its
+// page size until the pages fit, at the usual pace, and gets every event.
+func TestFollowerShrinksPagesTooLarge(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	srv := awxtest.NewServer(awxtest.Options{Token: testToken, Now: c.now})
+	defer srv.Close()
+	srv.AddJob(awxtest.Job{ID: 42, Status: "successful", EventProcessingFinished: true}, loopsEvents)
+	// The size of a page of 8 events, as AWX answers it.
+	req, err := http.NewRequest(http.MethodGet, srv.URL+awxtest.EventsPath(42)+"?order_by=counter&counter__gt=0&page_size=8", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d, %v", resp.StatusCode, err)
+	}
+	client, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken), PageSize: 8, MaxPageBytes: int64(len(body)) - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got sink
+	f := awx.NewFollower(client, 42, awx.FollowerConfig{Now: c.now, MinInterval: time.Second, Sink: &got,
+		Backoff: awx.Backoff{Base: time.Second, Max: 5 * time.Minute}})
+	tooLarge := 0
+	for polls := 0; !f.Done(); polls++ {
+		if polls > 60 {
+			t.Fatalf("not done after 60 polls: position %d, err %v", f.Position(), f.Err())
+		}
+		n, err := poll(t, c, srv, f, time.Second)
+		if n != 1 {
+			t.Fatalf("poll %d made %d requests (err %v): a too-large page must not back off", polls, n, f.Err())
+		}
+		if errors.Is(err, awx.ErrTooLarge) {
+			tooLarge++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tooLarge != 1 {
+		t.Errorf("%d too-large answers, want 1 (a page of 4 fits)", tooLarge)
+	}
+	followed := srv.Requests()[1:] // after the measuring request
+	reader, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := reader.AllEvents(context.Background(), 42, awx.Backoff{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int64(len(all)); !slices.Equal(got.counters(), seq(1, n)) || got.completes != 1 {
+		t.Fatalf("sink got counters %v and %d completes, want 1..%d and 1", got.counters(), got.completes, n)
+	}
+	var sizes []string
+	for _, r := range followed {
+		if r.Path == awxtest.EventsPath(42) {
+			sizes = append(sizes, r.Query[strings.LastIndex(r.Query, "page_size="):])
+		}
+	}
+	if len(sizes) < 3 || sizes[0] != "page_size=8" || slices.ContainsFunc(sizes[1:], func(s string) bool { return s != "page_size=4" }) {
+		t.Fatalf("the follower asked for pages of %v, want 8 once then 4", sizes)
 	}
 }
