@@ -94,6 +94,10 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As the server's --token-file: the token reads every job's output.
+	if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the --awx-token-file can be read by group or others; chmod 600 it", "awx_token_file", cfg.TokenFile, "mode", fi.Mode().Perm().String())
+	}
 	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		log.Warn("the AWX token goes in clear over http; use an https:// --awx-url", "awx_url", cfg.URL, "token_file", cfg.TokenFile)
 	}
