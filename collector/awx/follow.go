@@ -160,6 +160,11 @@ func (f *Follower) Poll(ctx context.Context) error {
 			f.shrinkPages(pageSize / 2)
 		}
 	}
+	if err != nil && ctx.Err() != nil {
+		// Cut short by the caller (the agent stopping): no word about
+		// AWX, so neither a failure nor a backoff.
+		return err
+	}
 	f.settle(err)
 	f.feed()
 	return err

@@ -1,10 +1,12 @@
 package awx_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -574,5 +576,25 @@ func TestFollowerShrinksPagesTooLarge(t *testing.T) {
 	}
 	if len(sizes) < 3 || sizes[0] != "page_size=8" || slices.ContainsFunc(sizes[1:], func(s string) bool { return s != "page_size=4" }) {
 		t.Fatalf("the follower asked for pages of %v, want 8 once then 4", sizes)
+	}
+}
+
+// A request cut short by the caller's context (the agent stopping) is no
+// failure of AWX: nothing is logged and no backoff follows.
+func TestFollowerCanceledIsNoFailure(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	var logs bytes.Buffer
+	srv, f := followSetup(t, c, loopsEvents, 0, 10, awx.FollowerConfig{Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		Backoff: awx.Backoff{Base: time.Minute, Max: time.Hour}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.Poll(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if logs.Len() != 0 || f.Err() != nil {
+		t.Errorf("a canceled request was taken for a failure: Err %v, log %q", f.Err(), logs.String())
+	}
+	if n, err := poll(t, c, srv, f, time.Second); n != 1 || err != nil {
+		t.Fatalf("the next poll made %d requests (err %v), want 1 without backoff", n, err)
 	}
 }
