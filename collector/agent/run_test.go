@@ -211,7 +211,7 @@ func TestRunSamplesAJob(t *testing.T) {
 		if strings.Count(line, " job=") > 1 {
 			t.Errorf("a log line names the job twice: %s", line)
 		}
-		sawFailure = sawFailure || strings.Contains(line, "awx: request failed")
+		sawFailure = sawFailure || strings.Contains(line, "awx: requests fail")
 	}
 	if !sawFailure {
 		t.Errorf("the failed AWX request was not logged:\n%s", logs.String())

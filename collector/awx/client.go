@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -70,6 +71,29 @@ type Client struct {
 	maxEvents int
 	pageSize  int
 	slots     chan struct{}
+
+	mu sync.Mutex
+	// outage is whether AWX itself fails (unreachable, 5xx, 429, a
+	// refused token) as the followers sharing the client last saw it.
+	outage bool
+}
+
+// noteOutcome records a follower's request outcome in the client-wide
+// outage state and reports whether an outage of AWX itself started or
+// ended with it, so that the followers sharing the client log it once.
+// A failure of one job's own (no such job, a page too large) is neither.
+func (c *Client) noteOutcome(err error) (started, ended bool) {
+	var re *RetryableError
+	var ae *AuthError
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		ended, c.outage = c.outage, false
+	case errors.As(err, &re) || errors.As(err, &ae):
+		started, c.outage = !c.outage, true
+	}
+	return started, ended
 }
 
 // NewClient reads cfg's token file and CA bundle. An unreadable or empty

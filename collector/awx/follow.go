@@ -32,7 +32,10 @@ type FollowerConfig struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Log receives a line when the follower starts failing and when it
-	// recovers; nil discards them.
+	// recovers; an outage of AWX itself (unreachable, 5xx, 429, a refused
+	// token) is logged once by the first of the followers sharing the
+	// Client, its end once, each job's part at debug level. nil discards
+	// them.
 	Log *slog.Logger
 	// Sink, when set, gets every event as the follower takes it, each
 	// once, in counter order and never past a hole, and Complete once the
@@ -85,6 +88,9 @@ type Follower struct {
 	requests int             // requests made
 	failures int             // failed requests in a row
 	lastErr  error           // the last request's error, nil after a success
+	// ownFailure is whether a failure of the job's own (not of AWX
+	// itself) was logged since the last success.
+	ownFailure bool
 	// pageSize is the page_size asked for; 0 is the client's. It halves
 	// after a page too large to read, for the rest of the job.
 	pageSize int
@@ -209,16 +215,24 @@ func (f *Follower) shrinkPages(size int) {
 func (f *Follower) settle(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	started, ended := f.client.noteOutcome(err)
 	if err == nil {
-		if f.failures > 0 {
+		switch {
+		case ended:
 			f.cfg.Log.Info("awx: requests work again", "job", f.id, "after_failures", f.failures)
+		case f.failures > 0 && f.ownFailure:
+			f.cfg.Log.Info("awx: requests for the job work again", "job", f.id, "after_failures", f.failures)
+		case f.failures > 0:
+			f.cfg.Log.Debug("awx: requests for the job work again", "job", f.id, "after_failures", f.failures)
 		}
-		f.failures, f.lastErr = 0, nil
+		f.failures, f.lastErr, f.ownFailure = 0, nil, false
 		return
 	}
 	f.failures++
 	f.lastErr = err
 	var re *RetryableError
+	var ae *AuthError
+	awxFails := errors.As(err, &re) || errors.As(err, &ae)
 	delay := f.cfg.Backoff.Delay(f.failures, 0)
 	switch {
 	case f.shrunk:
@@ -235,7 +249,14 @@ func (f *Follower) settle(err error) {
 		delay = f.cfg.Backoff.Delay(64, 0)
 	}
 	f.notUntil = f.cfg.Now().Add(max(delay, f.cfg.MinInterval))
-	if f.failures == 1 {
+	switch {
+	case started:
+		// Once for all the jobs: an outage of AWX is no news per job.
+		f.cfg.Log.Warn("awx: requests fail; jobs are still sampled and attributed once AWX answers", "job", f.id, "err", err, "wait", delay)
+	case awxFails:
+		f.cfg.Log.Debug("awx: request failed; keeping position and backing off", "job", f.id, "err", err, "wait", delay)
+	case !f.ownFailure:
+		f.ownFailure = true
 		f.cfg.Log.Warn("awx: request failed; keeping position and backing off", "job", f.id, "err", err, "wait", delay)
 	}
 }

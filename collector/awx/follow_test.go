@@ -598,3 +598,59 @@ func TestFollowerCanceledIsNoFailure(t *testing.T) {
 		t.Fatalf("the next poll made %d requests (err %v), want 1 without backoff", n, err)
 	}
 }
+
+// An outage of AWX itself is logged once for every job the client
+// follows, and its end once; a failure of one job's own (AWX has no such
+// job) is that job's warning.
+func TestFollowersLogAnOutageOnce(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	srv := awxtest.NewServer(awxtest.Options{Token: testToken, Now: c.now})
+	defer srv.Close()
+	for _, id := range []int64{41, 42, 43} {
+		srv.AddJob(awxtest.Job{ID: id}, loopsEvents)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	client, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []*awx.Follower
+	for _, id := range []int64{41, 42, 43, 44} { // AWX has no job 44
+		fs = append(fs, awx.NewFollower(client, id, awx.FollowerConfig{Now: c.now, Log: log,
+			Backoff: awx.Backoff{Base: time.Second, Max: 4 * time.Second}}))
+	}
+	pollAll := func() {
+		for _, f := range fs {
+			_ = f.Poll(context.Background())
+		}
+	}
+	pollAll() // each job's metadata: 44 is unknown
+	srv.FailRequests(awxtest.Fault{Status: http.StatusServiceUnavailable}, seqInts(5, 40)...)
+	for range 10 {
+		c.add(time.Second)
+		pollAll()
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Fatalf("%d warnings, want 2 (job 44, then the outage):\n%s", n, logs.String())
+	}
+	for range 30 {
+		c.add(5 * time.Second)
+		pollAll()
+	}
+	out := logs.String()
+	if n := strings.Count(out, `msg="awx: requests work again"`); n != 1 || fs[0].Err() != nil || fs[2].Err() != nil {
+		t.Fatalf("recovery logged %d times, want once; errs %v %v:\n%s", n, fs[0].Err(), fs[2].Err(), out)
+	}
+	if !strings.Contains(out, "job=44") || strings.Count(out, "level=WARN") != 2 {
+		t.Fatalf("want exactly job 44's warning and the outage's:\n%s", out)
+	}
+}
+
+func seqInts(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
