@@ -349,6 +349,12 @@ func (c *Client) get(ctx context.Context, ref string, jobID int64, dst any) erro
 		return fmt.Errorf("%w: the answer is over %d bytes", ErrTooLarge, c.maxBytes)
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
+		if ct := resp.Header.Get("Content-Type"); !strings.Contains(ct, "json") {
+			// A login page or a proxy's page: AWX is not what answers,
+			// so it is retried as AWX not answering.
+			return &RetryableError{StatusCode: resp.StatusCode, Err: fmt.Errorf(
+				"%s answered %q, not JSON: is --awx-url the base URL of AWX itself (not a login page or a proxy's)? %w", u.Path, ct, err)}
+		}
 		return fmt.Errorf("decode answer of %s: %w", u.Path, err)
 	}
 	return nil

@@ -476,3 +476,26 @@ func TestClientWarnsOfAReadableTokenFile(t *testing.T) {
 	f(0o640, true)
 	f(0o644, true)
 }
+
+// An answer that is not JSON (a login page, a proxy's maintenance page
+// sent with 200) says so and names --awx-url, and is retried as AWX not
+// answering, not taken for a broken job.
+func TestClientNonJSONAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<html><body>Sign in</body></html>"))
+	}))
+	defer srv.Close()
+	c, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Job(context.Background(), 42)
+	var re *awx.RetryableError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "text/html") || !strings.Contains(err.Error(), "--awx-url") {
+		t.Fatalf("err %v, want a retryable error naming the content type and --awx-url", err)
+	}
+	if _, err := c.Events(context.Background(), 42, 0); !errors.As(err, &re) {
+		t.Fatalf("events: err %v, want retryable", err)
+	}
+}
