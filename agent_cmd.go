@@ -53,6 +53,9 @@ and a key of the --config file.`,
 					rules.Scopes = append(rules.Scopes, r)
 				}
 			}
+			if err := checkRuleFlags(rules, scopes); err != nil {
+				return codedError{code: exitUsage, err: err}
+			}
 			cfg.Rules = rules
 			cfg.Logger = logger
 			err = agent.Run(cmd.Context(), cfg)
@@ -106,4 +109,45 @@ func parseScope(s string) (discover.ScopeRule, error) {
 		return discover.ScopeRule{}, fmt.Errorf("%q: kind %q must be %s or %s", s, parts[0], discover.KindPodman, discover.KindKubernetes)
 	}
 	return discover.ScopeRule{Kind: kind, Top: parts[1], Name: parts[2]}, nil
+}
+
+// checkRuleFlags names the flag of a discovery rule collector/discover
+// refuses: each flag's value is checked alone, the other rules at their
+// defaults, by discover's own check. scopeArgs are the --scope values, in
+// rules.Scopes' order when --scope was given.
+func checkRuleFlags(rules discover.Rules, scopeArgs []string) error {
+	check := func(flag string, set func(r *discover.Rules)) error {
+		r := discover.DefaultRules()
+		set(&r)
+		if _, err := discover.NewScanner("", "", r); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		return nil
+	}
+	for i, sc := range rules.Scopes {
+		flag := "--scope"
+		if i < len(scopeArgs) {
+			flag = fmt.Sprintf("--scope %q", scopeArgs[i])
+		}
+		if err := check(flag, func(r *discover.Rules) { r.Scopes = []discover.ScopeRule{sc} }); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		set  func(r *discover.Rules)
+	}{
+		{"--scope-depth", func(r *discover.Rules) { r.MaxDepth = rules.MaxDepth }},
+		{"--job-id-env", func(r *discover.Rules) { r.JobIDEnv = rules.JobIDEnv }},
+		{"--pod-name", func(r *discover.Rules) { r.PodName, r.PodNameEnv = rules.PodName, rules.PodNameEnv }},
+		{"--pod-name-env", func(r *discover.Rules) { r.PodNameEnv = rules.PodNameEnv }},
+		{"--job-process", func(r *discover.Rules) { r.Trusted = rules.Trusted }},
+		{"--conmon-name", func(r *discover.Rules) { r.ConmonName, r.ConmonComm = rules.ConmonName, rules.ConmonComm }},
+		{"--conmon-comm", func(r *discover.Rules) { r.ConmonComm = rules.ConmonComm }},
+	} {
+		if err := check(c.flag, c.set); err != nil {
+			return err
+		}
+	}
+	return nil
 }

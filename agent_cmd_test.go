@@ -44,6 +44,16 @@ func TestAgentFlagErrors(t *testing.T) {
 	f("--scope", with("--scope", "docker:machine.slice:x")...)
 	f("--scope", with("--scope", "podman:machine.slice")...)
 	f("--bogus", with("--bogus")...)
+	// Discovery rules the agent cannot use name their flag too.
+	f("--scope", with("--scope", "podman:machine.slice:(")...)
+	f("--scope", with("--scope", "podman:machine.slice:^libpod-[0-9a-f]+$")...) // no group for the id
+	f("--scope", with("--scope", "podman:machine.slice/x:^libpod-(.*)$")...)
+	f("--pod-name", with("--pod-name", "[")...)
+	f("--pod-name", with("--pod-name", "^automation-job-")...)
+	f("--conmon-name", with("--conmon-name", "(")...)
+	f("--job-id-env", with("--job-id-env", "")...)
+	f("--job-process", with("--job-process", "")...)
+	f("--scope-depth", with("--scope-depth", "0")...)
 
 	// The same flags, right, run the agent until ctx ends.
 	cmd := rootCommand(io.Discard, io.Discard)

@@ -287,3 +287,46 @@ func (s *fakeSession) held() int {
 	defer s.w.mu.Unlock()
 	return s.w.held
 }
+
+// When the agent stops with jobs running, each job's samples go out at
+// once with the tasks known, and the log says the job was left running,
+// not that it is done, and warns of nothing: a restart is routine.
+func TestStopWithRunningJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		var logs bytes.Buffer
+		cfg := testConfig()
+		cfg.MaxHeldSamples = 1000
+		a := newAgent(cfg, w, slog.New(slog.NewTextHandler(&logs, nil)))
+		w.set(func() {
+			w.targets = []target{{jobID: "5", key: "a", cgroupDir: "/a"}, {jobID: "6", key: "b", cgroupDir: "/b"}}
+			w.alive["a"], w.alive["b"] = true, true
+			w.infos["5"], w.infos["6"] = running("running"), running("running")
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { a.run(ctx); close(done) }()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		stopped := time.Now()
+		cancel()
+		<-done
+		if d := time.Since(stopped); d > stopFlushTimeout+time.Second {
+			t.Errorf("the agent took %v to stop, want at most %v", d, stopFlushTimeout+time.Second)
+		}
+		w.set(func() {
+			for _, s := range w.sessions {
+				if s.closed.IsZero() {
+					t.Errorf("job %s: session not closed", s.t.jobID)
+				}
+			}
+		})
+		out := logs.String()
+		if strings.Contains(out, "level=WARN") || strings.Contains(out, `msg="job done"`) {
+			t.Errorf("stopping logged a warning or a job as done:\n%s", out)
+		}
+		if n := strings.Count(out, `msg="agent stopping; the job's samples are sent with the tasks known, a restart picks it up again"`); n != 2 {
+			t.Errorf("%d jobs logged as left running, want 2:\n%s", n, out)
+		}
+	})
+}

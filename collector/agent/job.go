@@ -76,15 +76,18 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	tick := time.NewTicker(a.cfg.AWXPollInterval)
 	defer tick.Stop()
 	stopping := ctx.Done()
+	complete := false
 	for waiting := true; waiting; {
 		update()
-		if final && s.eventsComplete() {
+		if complete = final && s.eventsComplete(); complete {
 			break
 		}
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			log.Warn("the job's events are not complete; sending its samples with the tasks known", "waited", drain, "status", info.Status)
+			if ctx.Err() == nil {
+				log.Warn("the job's events are not complete; sending its samples with the tasks known", "waited", drain, "status", info.Status)
+			}
 			waiting = false
 		case <-stopping:
 			stopping = nil
@@ -96,6 +99,11 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	}
 	stopFollowing()
 	s.close()
+	if ctx.Err() != nil && !complete {
+		// Routine on a restart: not the job's end, and nothing to warn of.
+		log.Info("agent stopping; the job's samples are sent with the tasks known, a restart picks it up again", "status", info.Status)
+		return
+	}
 	log.Info("job done", "status", info.Status, "template", info.TemplateID)
 }
 

@@ -137,6 +137,8 @@ func TestRunSamplesAJob(t *testing.T) {
 	defer fake.Close()
 	meta := awxtest.Job{ID: jobID, Name: "run test", Status: "running", TemplateID: 7, TemplateName: "run test", Playbook: "site.yml"}
 	fake.AddJob(meta, "")
+	// The first request fails: the follower logs it, in the job's words.
+	fake.FailRequests(awxtest.Fault{Status: http.StatusServiceUnavailable}, 1)
 	tokenFile := filepath.Join(dir, "awx-token")
 	if err := os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -201,6 +203,18 @@ func TestRunSamplesAJob(t *testing.T) {
 	}
 	if got := sink.resources(id)["pids"]; got < 2 {
 		t.Errorf("%d pids samples, want several", got)
+	}
+	// Each line names its job once: a key twice is ambiguous to log
+	// pipelines (which one wins differs by tool).
+	sawFailure := false
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Count(line, " job=") > 1 {
+			t.Errorf("a log line names the job twice: %s", line)
+		}
+		sawFailure = sawFailure || strings.Contains(line, "awx: requests fail")
+	}
+	if !sawFailure {
+		t.Errorf("the failed AWX request was not logged:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "before the agent started") {
 		t.Errorf("a job started after the agent was said to predate it:\n%s", logs.String())

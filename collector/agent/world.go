@@ -90,7 +90,8 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 	if err != nil {
 		return nil, err
 	}
-	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: log, Sink: events})
+	// The follower names the job in its lines itself.
+	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: n.log, Sink: events})
 	js := &jobSession{s: s, f: f, stopped: make(chan struct{})}
 	s.Start()
 	go js.follow(ctx, n.cfg.AWXPollInterval)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -70,6 +71,29 @@ type Client struct {
 	maxEvents int
 	pageSize  int
 	slots     chan struct{}
+
+	mu sync.Mutex
+	// outage is whether AWX itself fails (unreachable, 5xx, 429, a
+	// refused token) as the followers sharing the client last saw it.
+	outage bool
+}
+
+// noteOutcome records a follower's request outcome in the client-wide
+// outage state and reports whether an outage of AWX itself started or
+// ended with it, so that the followers sharing the client log it once.
+// A failure of one job's own (no such job, a page too large) is neither.
+func (c *Client) noteOutcome(err error) (started, ended bool) {
+	var re *RetryableError
+	var ae *AuthError
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		ended, c.outage = c.outage, false
+	case errors.As(err, &re) || errors.As(err, &ae):
+		started, c.outage = !c.outage, true
+	}
+	return started, ended
 }
 
 // NewClient reads cfg's token file and CA bundle. An unreadable or empty
@@ -93,6 +117,10 @@ func NewClient(cfg Config) (*Client, error) {
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
 		return nil, err
+	}
+	// As the server's --token-file: the token reads every job's output.
+	if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the --awx-token-file can be read by group or others; chmod 600 it", "awx_token_file", cfg.TokenFile, "mode", fi.Mode().Perm().String())
 	}
 	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		log.Warn("the AWX token goes in clear over http; use an https:// --awx-url", "awx_url", cfg.URL, "token_file", cfg.TokenFile)
@@ -189,10 +217,15 @@ func (c *Client) Job(ctx context.Context, id int64) (Job, error) {
 // afterCounter, in counter order, Config.PageSize at most:
 // GET /api/v2/jobs/{id}/job_events/?order_by=counter&counter__gt=N&page_size=200.
 func (c *Client) Events(ctx context.Context, id, afterCounter int64) (Page, error) {
+	return c.events(ctx, id, afterCounter, c.pageSize)
+}
+
+// events is Events with a page size of its own, at most Config.PageSize.
+func (c *Client) events(ctx context.Context, id, afterCounter int64, pageSize int) (Page, error) {
 	q := url.Values{}
 	q.Set("order_by", "counter")
 	q.Set("counter__gt", strconv.FormatInt(afterCounter, 10))
-	q.Set("page_size", strconv.Itoa(c.pageSize))
+	q.Set("page_size", strconv.Itoa(min(max(pageSize, 1), c.pageSize)))
 	return c.page(ctx, id, fmt.Sprintf("/api/v2/jobs/%d/job_events/?%s", id, q.Encode()))
 }
 
@@ -316,6 +349,12 @@ func (c *Client) get(ctx context.Context, ref string, jobID int64, dst any) erro
 		return fmt.Errorf("%w: the answer is over %d bytes", ErrTooLarge, c.maxBytes)
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
+		if ct := resp.Header.Get("Content-Type"); !strings.Contains(ct, "json") {
+			// A login page or a proxy's page: AWX is not what answers,
+			// so it is retried as AWX not answering.
+			return &RetryableError{StatusCode: resp.StatusCode, Err: fmt.Errorf(
+				"%s answered %q, not JSON: is --awx-url the base URL of AWX itself (not a login page or a proxy's)? %w", u.Path, ct, err)}
+		}
 		return fmt.Errorf("decode answer of %s: %w", u.Path, err)
 	}
 	return nil

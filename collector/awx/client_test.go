@@ -1,8 +1,10 @@
 package awx_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -446,5 +448,54 @@ func TestClientBoundsRequestsInFlight(t *testing.T) {
 	}
 	if m := most.Load(); m != 2 || len(arrived) != 0 {
 		t.Fatalf("%d requests in flight at most, %d more arrived; want 2 and none", m, len(arrived))
+	}
+}
+
+// A token file others can read is used, with one warning naming the flag
+// and the file, never the token; a private one gets no warning.
+func TestClientWarnsOfAReadableTokenFile(t *testing.T) {
+	f := func(mode os.FileMode, wantWarn bool) {
+		t.Helper()
+		file := tokenFile(t, testToken)
+		if err := os.Chmod(file, mode); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		if _, err := awx.NewClient(awx.Config{URL: "https://awx.example", TokenFile: file,
+			Log: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+			t.Fatal(err)
+		}
+		out := logs.String()
+		warned := strings.Contains(out, "level=WARN") && strings.Contains(out, "--awx-token-file") && strings.Contains(out, file)
+		if warned != wantWarn || strings.Contains(out, testToken) || strings.Count(out, "\n") > 1 {
+			t.Errorf("mode %v: log %q, want a warning: %v", mode, out, wantWarn)
+		}
+	}
+	f(0o600, false)
+	f(0o400, false)
+	f(0o640, true)
+	f(0o644, true)
+}
+
+// An answer that is not JSON (a login page, a proxy's maintenance page
+// sent with 200) says so and names --awx-url, and is retried as AWX not
+// answering, not taken for a broken job.
+func TestClientNonJSONAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<html><body>Sign in</body></html>"))
+	}))
+	defer srv.Close()
+	c, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Job(context.Background(), 42)
+	var re *awx.RetryableError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "text/html") || !strings.Contains(err.Error(), "--awx-url") {
+		t.Fatalf("err %v, want a retryable error naming the content type and --awx-url", err)
+	}
+	if _, err := c.Events(context.Background(), 42, 0); !errors.As(err, &re) {
+		t.Fatalf("events: err %v, want retryable", err)
 	}
 }

@@ -32,7 +32,10 @@ type FollowerConfig struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Log receives a line when the follower starts failing and when it
-	// recovers; nil discards them.
+	// recovers; an outage of AWX itself (unreachable, 5xx, 429, a refused
+	// token) is logged once by the first of the followers sharing the
+	// Client, its end once, each job's part at debug level. nil discards
+	// them.
 	Log *slog.Logger
 	// Sink, when set, gets every event as the follower takes it, each
 	// once, in counter order and never past a hole; Answered after each
@@ -65,7 +68,9 @@ type Sink interface {
 // (AWX's callback receiver may save events out of counter order); it asks
 // for the events after it and skips the ones already seen. A hole that
 // stays longer than GapWait is passed. Failures keep the position: the
-// next request, after Backoff, asks again from it.
+// next request, after Backoff, asks again from it. A page too large for
+// the client (ErrTooLarge) is asked for again at once with half the page
+// size, down to one event.
 type Follower struct {
 	client *Client
 	id     int64
@@ -90,7 +95,14 @@ type Follower struct {
 	requests int             // requests made
 	failures int             // failed requests in a row
 	lastErr  error           // the last request's error, nil after a success
-	notUntil time.Time       // no request before this time
+	// ownFailure is whether a failure of the job's own (not of AWX
+	// itself) was logged since the last success.
+	ownFailure bool
+	// pageSize is the page_size asked for; 0 is the client's. It halves
+	// after a page too large to read, for the rest of the job.
+	pageSize int
+	shrunk   bool      // the last request's page was too large; pageSize is smaller now
+	notUntil time.Time // no request before this time
 }
 
 // NewFollower returns a follower of job id through c.
@@ -139,7 +151,7 @@ func (f *Follower) Poll(ctx context.Context) error {
 	f.notUntil = now.Add(f.cfg.MinInterval)
 	f.requests++
 	askMeta := !f.haveMeta || f.metaDue || f.done
-	cursor := f.cursor
+	cursor, pageSize := f.cursor, f.pageSize
 	// AWX says when a final job's events are all saved; without that
 	// word, GapWait after the finish is taken as enough.
 	finalBefore := f.haveMeta && f.meta.Final() &&
@@ -156,7 +168,10 @@ func (f *Follower) Poll(ctx context.Context) error {
 		}
 	} else {
 		var p Page
-		if p, err = f.client.Events(ctx, f.id, cursor); err == nil {
+		if pageSize == 0 {
+			pageSize = f.client.pageSize
+		}
+		if p, err = f.client.events(ctx, f.id, cursor, pageSize); err == nil {
 			f.add(p.Events, finalBefore)
 			f.mu.Lock()
 			// The last page, with no hole left: every event AWX had
@@ -165,7 +180,14 @@ func (f *Follower) Poll(ctx context.Context) error {
 				f.answered = now
 			}
 			f.mu.Unlock()
+		} else if errors.Is(err, ErrTooLarge) && pageSize > 1 {
+			f.shrinkPages(pageSize / 2)
 		}
+	}
+	if err != nil && ctx.Err() != nil {
+		// Cut short by the caller (the agent stopping): no word about
+		// AWX, so neither a failure nor a backoff.
+		return err
 	}
 	f.settle(err)
 	f.feed()
@@ -200,22 +222,46 @@ func (f *Follower) feed() {
 	}
 }
 
+// shrinkPages makes the next event requests ask for size events a page.
+// The same page would be too large again: a task that printed megabytes
+// must not stop the job's events for good.
+func (f *Follower) shrinkPages(size int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pageSize = size
+	f.shrunk = true
+	f.cfg.Log.Warn("awx: a page of events is too large to read; asking for fewer events a page", "job", f.id, "page_size", size)
+}
+
 // settle records a request's outcome and sets the backoff.
 func (f *Follower) settle(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	started, ended := f.client.noteOutcome(err)
 	if err == nil {
-		if f.failures > 0 {
+		switch {
+		case ended:
 			f.cfg.Log.Info("awx: requests work again", "job", f.id, "after_failures", f.failures)
+		case f.failures > 0 && f.ownFailure:
+			f.cfg.Log.Info("awx: requests for the job work again", "job", f.id, "after_failures", f.failures)
+		case f.failures > 0:
+			f.cfg.Log.Debug("awx: requests for the job work again", "job", f.id, "after_failures", f.failures)
 		}
-		f.failures, f.lastErr = 0, nil
+		f.failures, f.lastErr, f.ownFailure = 0, nil, false
 		return
 	}
 	f.failures++
 	f.lastErr = err
 	var re *RetryableError
+	var ae *AuthError
+	awxFails := errors.As(err, &re) || errors.As(err, &ae)
 	delay := f.cfg.Backoff.Delay(f.failures, 0)
 	switch {
+	case f.shrunk:
+		// A smaller page is asked for next, at the usual pace.
+		f.shrunk = false
+		f.notUntil = f.cfg.Now().Add(f.cfg.MinInterval)
+		return
 	case errors.As(err, &re):
 		delay = f.cfg.Backoff.Delay(f.failures, re.RetryAfter)
 	default:
@@ -225,7 +271,14 @@ func (f *Follower) settle(err error) {
 		delay = f.cfg.Backoff.Delay(64, 0)
 	}
 	f.notUntil = f.cfg.Now().Add(max(delay, f.cfg.MinInterval))
-	if f.failures == 1 {
+	switch {
+	case started:
+		// Once for all the jobs: an outage of AWX is no news per job.
+		f.cfg.Log.Warn("awx: requests fail; jobs are still sampled and attributed once AWX answers", "job", f.id, "err", err, "wait", delay)
+	case awxFails:
+		f.cfg.Log.Debug("awx: request failed; keeping position and backing off", "job", f.id, "err", err, "wait", delay)
+	case !f.ownFailure:
+		f.ownFailure = true
 		f.cfg.Log.Warn("awx: request failed; keeping position and backing off", "job", f.id, "err", err, "wait", delay)
 	}
 }

@@ -1,9 +1,13 @@
 package awx_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -563,4 +567,151 @@ func TestFollowerTellsTheSinkWhenAWXAnswered(t *testing.T) {
 	if !f.Done() || got.completes != 1 {
 		t.Fatalf("done %v, %d completes; want done after the stats event", f.Done(), got.completes)
 	}
+}
+
+// A page of events larger than the client reads (a task that printed
+// megabytes) is not asked for again as it was: the follower halves its
+// page size until the pages fit, at the usual pace, and gets every event.
+func TestFollowerShrinksPagesTooLarge(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	srv := awxtest.NewServer(awxtest.Options{Token: testToken, Now: c.now})
+	defer srv.Close()
+	srv.AddJob(awxtest.Job{ID: 42, Status: "successful", EventProcessingFinished: true}, loopsEvents)
+	// The size of a page of 8 events, as AWX answers it.
+	req, err := http.NewRequest(http.MethodGet, srv.URL+awxtest.EventsPath(42)+"?order_by=counter&counter__gt=0&page_size=8", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d, %v", resp.StatusCode, err)
+	}
+	client, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken), PageSize: 8, MaxPageBytes: int64(len(body)) - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got sink
+	f := awx.NewFollower(client, 42, awx.FollowerConfig{Now: c.now, MinInterval: time.Second, Sink: &got,
+		Backoff: awx.Backoff{Base: time.Second, Max: 5 * time.Minute}})
+	tooLarge := 0
+	for polls := 0; !f.Done(); polls++ {
+		if polls > 60 {
+			t.Fatalf("not done after 60 polls: position %d, err %v", f.Position(), f.Err())
+		}
+		n, err := poll(t, c, srv, f, time.Second)
+		if n != 1 {
+			t.Fatalf("poll %d made %d requests (err %v): a too-large page must not back off", polls, n, f.Err())
+		}
+		if errors.Is(err, awx.ErrTooLarge) {
+			tooLarge++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tooLarge != 1 {
+		t.Errorf("%d too-large answers, want 1 (a page of 4 fits)", tooLarge)
+	}
+	followed := srv.Requests()[1:] // after the measuring request
+	reader, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := reader.AllEvents(context.Background(), 42, awx.Backoff{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int64(len(all)); !slices.Equal(got.counters(), seq(1, n)) || got.completes != 1 {
+		t.Fatalf("sink got counters %v and %d completes, want 1..%d and 1", got.counters(), got.completes, n)
+	}
+	var sizes []string
+	for _, r := range followed {
+		if r.Path == awxtest.EventsPath(42) {
+			sizes = append(sizes, r.Query[strings.LastIndex(r.Query, "page_size="):])
+		}
+	}
+	if len(sizes) < 3 || sizes[0] != "page_size=8" || slices.ContainsFunc(sizes[1:], func(s string) bool { return s != "page_size=4" }) {
+		t.Fatalf("the follower asked for pages of %v, want 8 once then 4", sizes)
+	}
+}
+
+// A request cut short by the caller's context (the agent stopping) is no
+// failure of AWX: nothing is logged and no backoff follows.
+func TestFollowerCanceledIsNoFailure(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	var logs bytes.Buffer
+	srv, f := followSetup(t, c, loopsEvents, 0, 10, awx.FollowerConfig{Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		Backoff: awx.Backoff{Base: time.Minute, Max: time.Hour}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.Poll(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if logs.Len() != 0 || f.Err() != nil {
+		t.Errorf("a canceled request was taken for a failure: Err %v, log %q", f.Err(), logs.String())
+	}
+	if n, err := poll(t, c, srv, f, time.Second); n != 1 || err != nil {
+		t.Fatalf("the next poll made %d requests (err %v), want 1 without backoff", n, err)
+	}
+}
+
+// An outage of AWX itself is logged once for every job the client
+// follows, and its end once; a failure of one job's own (AWX has no such
+// job) is that job's warning.
+func TestFollowersLogAnOutageOnce(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	srv := awxtest.NewServer(awxtest.Options{Token: testToken, Now: c.now})
+	defer srv.Close()
+	for _, id := range []int64{41, 42, 43} {
+		srv.AddJob(awxtest.Job{ID: id}, loopsEvents)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	client, err := awx.NewClient(awx.Config{URL: srv.URL, TokenFile: tokenFile(t, testToken), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []*awx.Follower
+	for _, id := range []int64{41, 42, 43, 44} { // AWX has no job 44
+		fs = append(fs, awx.NewFollower(client, id, awx.FollowerConfig{Now: c.now, Log: log,
+			Backoff: awx.Backoff{Base: time.Second, Max: 4 * time.Second}}))
+	}
+	pollAll := func() {
+		for _, f := range fs {
+			_ = f.Poll(context.Background())
+		}
+	}
+	pollAll() // each job's metadata: 44 is unknown
+	srv.FailRequests(awxtest.Fault{Status: http.StatusServiceUnavailable}, seqInts(5, 40)...)
+	for range 10 {
+		c.add(time.Second)
+		pollAll()
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Fatalf("%d warnings, want 2 (job 44, then the outage):\n%s", n, logs.String())
+	}
+	for range 30 {
+		c.add(5 * time.Second)
+		pollAll()
+	}
+	out := logs.String()
+	if n := strings.Count(out, `msg="awx: requests work again"`); n != 1 || fs[0].Err() != nil || fs[2].Err() != nil {
+		t.Fatalf("recovery logged %d times, want once; errs %v %v:\n%s", n, fs[0].Err(), fs[2].Err(), out)
+	}
+	if !strings.Contains(out, "job=44") || strings.Count(out, "level=WARN") != 2 {
+		t.Fatalf("want exactly job 44's warning and the outage's:\n%s", out)
+	}
+}
+
+func seqInts(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
 }
