@@ -82,7 +82,7 @@ and a key of the --config file.`,
 	f.DurationVar(&cfg.AWXPollInterval, "awx-poll-interval", time.Second, "least time between two AWX requests about one job")
 	f.IntVar(&cfg.AWXMaxConcurrent, "awx-max-concurrent", 4, "most AWX requests in flight at once, over all jobs")
 	f.IntVar(&cfg.AWXPageSize, "awx-page-size", 200, "page_size of job event requests (AWX's largest is 200)")
-	f.DurationVar(&cfg.AWXSettle, "awx-settle", 5*time.Minute, "longest a sample waits for AWX to show its task (AWX lags or is down)")
+	f.DurationVar(&cfg.AWXSettle, "awx-settle", 5*time.Minute, "how long a sample waits for its task while AWX answers; while AWX is down samples wait until it answers")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 10*time.Minute, "longest a finished job's events are still followed")
 	f.IntVar(&cfg.MaxHeldSamples, "max-held-samples", 100_000, "most samples one job holds while its tasks are unknown")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: /var/lib/peakline-agent/spool for root, else the user cache dir)")
