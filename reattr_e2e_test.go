@@ -333,7 +333,8 @@ func TestReattrServer(t *testing.T) {
 		return p
 	}
 	admin, read := tokenFile("admin.token", "admin-token-123456"), tokenFile("read.token", "read-token-1234567")
-	s := serve(t, "--data", t.TempDir(), "--listen", "127.0.0.1:19633", "--auth-file", authFile)
+	// A query may hold 10 samples: the read pages through the job.
+	s := serve(t, "--data", t.TempDir(), "--listen", "127.0.0.1:19633", "--auth-file", authFile, "--query-max-samples", "10")
 	if out, err := run(t, "import", "--server", s.URL, "--token-file", admin, fx.bareFile); err != nil {
 		t.Fatalf("import the bare job: %v\n%s", err, out)
 	}
@@ -361,6 +362,10 @@ func TestReattrServer(t *testing.T) {
 	}
 	info := map[string]string{"template_id": "77", "template_name": "perf demo", "status": "successful", "playbook": "perf.yml", "measured": "process-tree"}
 	checkStored(t, readGraph(t, s.URL, "read-token-1234567", "4242"), fx.whole, info)
+	// 72 samples at most 10 a query: the reads were refused whole and paged.
+	if ok, refused := queryCount(t, s.URL, "200"), queryCount(t, s.URL, "422"); ok < 2*((fx.whole.Samples()+9)/10) || refused < 1 {
+		t.Fatalf("%d queries answered and %d refused, want the reads paged in windows of at most 10 samples", ok, refused)
+	}
 
 	// The kept copy restores the job.
 	req, err := http.NewRequest(http.MethodDelete, s.URL+"/api/v1/jobs/4242", nil)
@@ -381,4 +386,33 @@ func TestReattrServer(t *testing.T) {
 		t.Fatalf("import the kept copy: %v\n%s", err, out)
 	}
 	checkStored(t, readGraph(t, s.URL, "read-token-1234567", "4242"), fx.whole, info)
+}
+
+// queryCount is the number of Prometheus instant queries the server at
+// base answered with code, from its own request metrics.
+func queryCount(t *testing.T, base, code string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer read-token-1234567")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "peakline_http_request_duration_seconds_count{") &&
+			strings.Contains(line, `route="/prometheus/api/v1/query"`) && strings.Contains(line, `code="`+code+`"`) {
+			var v int
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			n += v
+		}
+	}
+	return n
 }
