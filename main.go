@@ -291,7 +291,7 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 				return errors.New("--data or --server: give exactly one of them")
 			}
 			if len(paths) == 0 && (awxCfg.URL == "" || jobID == "") {
-				return errors.New("give the PATH to import, or --awx-url with --job and no PATH to re-attribute a job already stored")
+				return errors.New("requires at least 1 arg(s), only received 0: give the PATH to import, or --awx-url with --job and no PATH to re-attribute a job already stored")
 			}
 			if (keep != "" || force) && len(paths) > 0 {
 				return errors.New("--keep and --force: only with --awx-url and no PATH (re-attributing a stored job)")
