@@ -47,8 +47,10 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 	if err != nil || id <= 0 {
 		return nil, fmt.Errorf("--job: with --awx-url it must be an AWX job id, a positive number, got %q", jobFlag)
 	}
-	if err := checkAWXPaths(paths, awx.JobID(id), log); err != nil {
-		return nil, err
+	if len(paths) > 0 { // none: re-attribute the stored job (reattr.go)
+		if err := checkAWXPaths(paths, awx.JobID(id), log); err != nil {
+			return nil, err
+		}
 	}
 	// A one-shot command gives up after seconds (0.25 + 0.5 + 1), not minutes.
 	backoff := awx.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second, Tries: 4}
@@ -200,29 +202,9 @@ const spanSlack = 5 * time.Second
 // another run than --job names, and every one would go to its first or
 // last task.
 func (a *awxJob) checkSpan(j *ansible.Job, log *slog.Logger) {
-	if len(a.events) == 0 {
-		return
+	if msg := a.spanMessage(j); msg != "" { // reattr.go
+		log.Warn(msg, "job", j.ID)
 	}
-	from, to := a.events[0].TimeMs, a.events[0].TimeMs
-	for _, ev := range a.events {
-		from, to = min(from, ev.TimeMs), max(to, ev.TimeMs)
-	}
-	lo, hi := from-spanSlack.Milliseconds(), to+spanSlack.Milliseconds()
-	n := 0
-	for _, s := range j.Series {
-		for _, t := range s.Ts {
-			if t >= lo && t <= hi {
-				return
-			}
-		}
-		n += len(s.Ts)
-	}
-	if n == 0 {
-		return
-	}
-	stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
-	log.Warn(fmt.Sprintf("import --awx-url: none of the %d samples lies within the events of AWX job %d (%s .. %s, give or take %s): is --job the job that made them?",
-		n, a.meta.ID, stamp(from), stamp(to), spanSlack), "job", j.ID)
 }
 
 // retryAWX is awx.Retry with a warning before each new try, naming the

@@ -228,8 +228,10 @@ func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var dataDir, serverURL, jobID, templateID, templateName string
 	var tc ship.TransportConfig
 	var awxCfg awx.Config
+	var keep string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] [--awx-url URL --awx-token-file FILE] PATH...",
+		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] [--awx-url URL --awx-token-file FILE] PATH... | import --awx-url URL --awx-token-file FILE --job N [--data DIR | --server URL]",
 		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
 		Long: `Import reads each PATH, which may be:
   - an ansible-runner private data dir (artifacts/<ident>/job_events + profiling_data/),
@@ -255,8 +257,26 @@ samples of that AWX job; samples none of which lie within the span of its
 events are stored with a warning (is --job the job that made them?). A
 job AWX does not call finished, or whose events AWX has not all saved yet
 (event_processing_finished), is imported with the events it has so far,
-with a warning: import it again later to complete it.`,
-		Args: cobra.MinimumNArgs(1),
+with a warning: import it again later to complete it.
+
+With --awx-url and --job but no PATH, import re-attributes the job's
+samples already stored in Peakline (a peakline agent that could not read
+the job's events from AWX stored them with counter 0) to the task starts
+of AWX's events, and gives the job AWX's template, status and playbook
+(how it was measured stays). It reads every stored sample (--server: with
+the client's token, through the Prometheus query API), writes the
+re-attributed job to a local file first (--keep FILE, default the user
+cache dir; a PATH this command reads back) and prints its path and what
+changed, then deletes the stored job (--server: a token with the admin
+scope) and stores the re-attributed one, and checks that every sample is
+stored again with the same time and value. Should anything fail after the
+delete, the message says how to store the kept file. A job Peakline holds
+no samples of is refused, and so are samples none of which lie within the
+span of AWX's events, unless --force.
+
+A regular-file PATH is read as JSON ingest batches of one job, one a line
+(such a kept file).`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			logger, err := newLogger()
 			if err != nil {
@@ -270,11 +290,26 @@ with a warning: import it again later to complete it.`,
 			if (dataDir == "") == (serverURL == "") {
 				return errors.New("--data or --server: give exactly one of them")
 			}
+			if len(paths) == 0 && (awxCfg.URL == "" || jobID == "") {
+				return errors.New("requires at least 1 arg(s), only received 0: give the PATH to import, or --awx-url with --job and no PATH to re-attribute a job already stored")
+			}
+			if (keep != "" || force) && len(paths) > 0 {
+				return errors.New("--keep and --force: only with --awx-url and no PATH (re-attributing a stored job)")
+			}
 			var tr *ship.Transport // read the token before the trees: fail fast
 			if serverURL != "" {
 				if tr, err = ship.NewTransport(tc, serverURL, logger); err != nil {
 					return err
 				}
+			}
+			if awxCfg.URL != "" && len(paths) == 0 {
+				var rt http.RoundTripper
+				if tr != nil {
+					rt = tr
+				}
+				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: rt,
+					awx: awxCfg, jobFlag: jobID, templateID: templateID, templateName: templateName, keep: keep, force: force, now: time.Now},
+					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
 			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
@@ -347,6 +382,8 @@ with a warning: import it again later to complete it.`,
 	f.StringVar(&templateName, "template-name", "", "job template name of the jobs (default: awx_job_template_name of env/extravars)")
 	clientFlags(f, &tc)
 	awxFlags(f, &awxCfg)
+	f.StringVar(&keep, "keep", "", "with --awx-url and no PATH: file to keep the re-attributed job in before the stored one is replaced (default: a new file in the user cache dir)")
+	f.BoolVar(&force, "force", false, "with --awx-url and no PATH: re-attribute even when no stored sample lies within the span of AWX's events")
 	return cmd
 }
 
@@ -358,6 +395,13 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 	}
 	var all []*ansible.Job
 	for _, p := range paths {
+		if j, ok, err := readKeptJob(p); ok || err != nil { // reattr.go
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, j)
+			continue
+		}
 		var bar *progressbar.ProgressBar
 		opts.Progress = func(done, total int) {
 			if bar == nil {
