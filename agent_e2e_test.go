@@ -387,12 +387,15 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 	if p := peak["memory"]; p == nil || p.V < 250e6 || served[p.Counter] != "allocate memory" {
 		t.Errorf("job %s: memory peak %+v (task %q), want >= 250 MB in \"allocate memory\"", id, p, served[peakCounter(p)])
 	}
-	switch p := peak["cpu"]; {
-	case p == nil:
-		t.Errorf("job %s: no cpu samples", id)
-	case served[p.Counter] != "burn some cpu":
-		t.Errorf("job %s: cpu peak %+v (task %q), want it in \"burn some cpu\"", id, p, served[peakCounter(p)])
+	// A process tree's CPU shows a member's last interval only when its
+	// parent reaps it (README, "Jobs with no cgroup of their own"), so the
+	// burners' end can land a sample into the next task: for such a job
+	// only the means decide.
+	peakShare := 0.9
+	if measured == "process-tree" {
+		peakShare = 0
 	}
+	checkCPUTask(t, "job "+id+": ", g, "burn some cpu", peakShare)
 	if p := peak["pids"]; p == nil || p.V < 25 || served[p.Counter] != "fork a burst of processes" {
 		t.Errorf("job %s: pids peak %+v (task %q), want >= 25 in \"fork a burst of processes\"", id, p, served[peakCounter(p)])
 	}
