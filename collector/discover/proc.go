@@ -29,7 +29,12 @@ func (r *fileReader) read(file string) ([]byte, error) {
 	n := 0
 	for {
 		if n == len(r.buf) {
-			r.buf = append(r.buf, make([]byte, len(r.buf))...)
+			// Grown by hand, the old buffer zeroed: what it holds may be
+			// the first part of an environment (see wipe).
+			grown := make([]byte, 2*len(r.buf))
+			copy(grown, r.buf)
+			clear(r.buf)
+			r.buf = grown
 		}
 		m, err := syscall.Read(fd, r.buf[n:])
 		if err == syscall.EINTR {
@@ -46,7 +51,8 @@ func (r *fileReader) read(file string) ([]byte, error) {
 }
 
 // wipe zeroes the buffer: after reading an environment, so that what
-// the process keeps there (credentials) does not linger in ours.
+// the process keeps there (credentials) does not linger in ours. read
+// zeroes the smaller buffer it outgrows, so no earlier copy is left.
 func (r *fileReader) wipe() { clear(r.buf) }
 
 func openRetry(file string) (int, error) {

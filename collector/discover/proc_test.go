@@ -3,6 +3,8 @@ package discover
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -154,4 +156,35 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("parseStat(%q) = %+v, %q, %v; want %+v, %q", line, got, gotComm, ok, want, comm)
 		}
 	})
+}
+
+// TestReadZeroesOutgrownBuffer reads an environment larger than the
+// reader's buffer: the buffer it outgrew, which held the environment's
+// first part, is zeroed, and wipe zeroes the one it kept.
+func TestReadZeroesOutgrownBuffer(t *testing.T) {
+	env := []byte(strings.Repeat("AWS_SECRET_ACCESS_KEY=s3cr3t\x00", 400) + "JOB_ID=42\x00")
+	file := filepath.Join(t.TempDir(), "environ")
+	if err := os.WriteFile(file, env, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var r fileReader
+	r.buf = make([]byte, 4096)
+	first := r.buf
+	got, err := r.read(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(env) {
+		t.Fatalf("read %d bytes, want the file's %d", len(got), len(env))
+	}
+	if len(r.buf) <= len(first) {
+		t.Fatalf("buffer stayed %d bytes for a %d-byte file", len(r.buf), len(env))
+	}
+	if i := bytes.IndexFunc(first, func(c rune) bool { return c != 0 }); i >= 0 {
+		t.Errorf("the outgrown buffer still holds %q at %d", first[i:min(i+20, len(first))], i)
+	}
+	r.wipe()
+	if i := bytes.IndexFunc(r.buf, func(c rune) bool { return c != 0 }); i >= 0 {
+		t.Errorf("after wipe the buffer still holds %q at %d", r.buf[i:min(i+20, len(r.buf))], i)
+	}
 }
