@@ -34,6 +34,16 @@ func needRoot(t *testing.T) {
 	}
 }
 
+// unavailable skips the test under -short and fails it otherwise: a
+// real-host test that cannot run says so, never passes silently.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf(format, args...)
+	}
+	t.Fatalf(format+" (pass -short to skip)", args...)
+}
+
 // hex64 is a made-up container id unique to this test process and label.
 func hex64(label string) string {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", label, os.Getpid())))
@@ -303,7 +313,7 @@ func TestRealV2(t *testing.T) {
 	needRoot(t)
 	mnt := t.TempDir()
 	if err := syscall.Mount("none", mnt, "cgroup2", 0, ""); err != nil {
-		t.Skipf("cannot mount cgroup2 here: %v", err)
+		unavailable(t, "cannot mount cgroup2 here: %v", err)
 	}
 	top := fmt.Sprintf("peakline-discover-v2-%d", os.Getpid())
 	podID, workerID := hex64("podman2"), hex64("worker2")
@@ -376,7 +386,7 @@ func TestRealV2(t *testing.T) {
 func TestRealProcessTree(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
+		unavailable(t, "no python3: %v", err)
 	}
 	fifo := filepath.Join(t.TempDir(), "go")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
