@@ -142,29 +142,15 @@ func taskLine(counter int64, name string, startMs int64) string {
 func TestImportAWXEventsWin(t *testing.T) {
 	const src = "testdata/ansible/runner-basic"
 	srcEvents := filepath.Join(src, "artifacts", "demo2", "job_events")
-	awxEvents := t.TempDir()
-	entries, err := os.ReadDir(srcEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var last map[string]any
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(srcEvents, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev map[string]any
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
+	awxEvents, copied := copyEvents(t, srcEvents, func(ev map[string]any) {
 		if data, ok := ev["event_data"].(map[string]any); ok && data["task"] != nil {
 			data["task"] = "AWX " + data["task"].(string)
 		}
-		writeEvent(t, awxEvents, e.Name(), ev)
 		if last == nil || ev["counter"].(float64) > last["counter"].(float64) {
 			last = ev
 		}
-	}
+	})
 	const more = 500
 	for i := range more {
 		counter := 100 + i
@@ -196,7 +182,7 @@ func TestImportAWXEventsWin(t *testing.T) {
 		}
 	}
 	// One request for the job, one per page of 200 events.
-	total := len(entries) + more
+	total := copied + more
 	if n, pages := awxSrv.RequestCount(4242), (total+awx.PageSize-1)/awx.PageSize; n != 1+pages || pages != 3 {
 		t.Fatalf("%d requests for job 4242, want 1 + %d pages", n, pages)
 	}
@@ -231,6 +217,30 @@ func TestImportAWXEventsWin(t *testing.T) {
 	if lte := tasks.Tasks[2].Events.Lte; lte != 100+more-1 {
 		t.Fatalf("the last task's events end at counter %d, want AWX's last, %d", lte, 100+more-1)
 	}
+}
+
+// copyEvents copies the job_events dir src to a new temporary dir, each
+// event through edit, and returns that dir and the number of events.
+func copyEvents(t *testing.T, src string, edit func(ev map[string]any)) (string, int) {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		edit(ev)
+		writeEvent(t, dst, e.Name(), ev)
+	}
+	return dst, len(entries)
 }
 
 func writeEvent(t *testing.T, dir, name string, ev map[string]any) {

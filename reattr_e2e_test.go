@@ -289,27 +289,13 @@ func TestReattrData(t *testing.T) {
 // moved by d.
 func shiftedEvents(t *testing.T, src string, d time.Duration) string {
 	t.Helper()
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev map[string]any
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
+	dst, _ := copyEvents(t, src, func(ev map[string]any) {
 		ms, err := ansible.ParseCreated(ev["created"].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ev["created"] = time.UnixMilli(ms).Add(d).UTC().Format("2006-01-02T15:04:05.000000")
-		writeEvent(t, dst, e.Name(), ev)
-	}
+	})
 	return dst
 }
 
