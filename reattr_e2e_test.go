@@ -63,14 +63,7 @@ func readGraph(t *testing.T, base, token, job string) *storedGraph {
 		return nil
 	}
 	var list struct {
-		Jobs []struct {
-			JobID        string `json:"job_id"`
-			TemplateID   string `json:"template_id"`
-			TemplateName string `json:"template_name"`
-			Status       string `json:"status"`
-			Playbook     string `json:"playbook"`
-			Measured     string `json:"measured"`
-		} `json:"jobs"`
+		Jobs []storedJob `json:"jobs"`
 	}
 	getJSON(t, base+"/api/v1/jobs?q="+job, token, &list)
 	if len(list.Jobs) != 1 || list.Jobs[0].JobID != job {
