@@ -295,6 +295,13 @@ func sorted(pids ...int) []int {
 // procCPU is a process's own utime+stime.
 func procCPU(t *testing.T, pid int) time.Duration {
 	t.Helper()
+	st := readStat(t, pid)
+	return time.Duration(st.utime+st.stime) * clockTick
+}
+
+// readStat reads and parses /proc/<pid>/stat.
+func readStat(t *testing.T, pid int) procStat {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +310,7 @@ func procCPU(t *testing.T, pid int) time.Duration {
 	if !ok {
 		t.Fatalf("cannot parse %q", b)
 	}
-	return time.Duration(st.utime+st.stime) * clockTick
+	return st
 }
 
 // TestRealV2 mounts this host's cgroup2 hierarchy (it has no controllers
@@ -487,14 +494,7 @@ wait`
 // procTotal is a process's own and reaped time (utime+stime+cutime+cstime).
 func procTotal(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _, ok := parseStat(b)
-	if !ok {
-		t.Fatalf("cannot parse %q", b)
-	}
+	st := readStat(t, pid)
 	return time.Duration(st.utime+st.stime+st.cutime+st.cstime) * clockTick
 }
 
