@@ -216,14 +216,7 @@ func retryAWX(ctx context.Context, b awx.Backoff, log *slog.Logger, what string,
 	sleep := func(ctx context.Context, d time.Duration) error {
 		tries++
 		log.Warn("import --awx-url: AWX failed; asking again", "request", what, "try", tries, "of", b.Tries, "wait", d, "err", last)
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
+		return awx.Sleep(ctx, d)
 	}
 	return awx.Retry(ctx, b, sleep, func() error {
 		last = do()

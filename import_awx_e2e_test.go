@@ -104,21 +104,7 @@ func TestImportAWXEvents(t *testing.T) {
 	for _, task := range ref[0].Tasks {
 		want = append(want, taskLine(task.Counter, task.Name, task.StartMs))
 	}
-	var tasks struct {
-		Tasks []struct {
-			Counter int64  `json:"counter"`
-			Name    string `json:"name"`
-			Start   int64  `json:"start"`
-		} `json:"tasks"`
-	}
-	httpJSON(t, s.URL+"/api/v1/jobs/4242/tasks", &tasks)
-	var got []string
-	for _, task := range tasks.Tasks {
-		got = append(got, taskLine(task.Counter, task.Name, task.Start))
-	}
-	if !slices.Equal(got, want) || len(want) != 3 {
-		t.Fatalf("tasks\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	checkStoredTasks(t, s.URL, "4242", want)
 	// Every sample of the tree is stored, attributed as the whole tree's.
 	wantSamples := map[string]int{}
 	for _, ser := range ref[0].Series {
@@ -127,6 +113,34 @@ func TestImportAWXEvents(t *testing.T) {
 	if b, _ := json.Marshal(j.Samples); !maps.Equal(j.Samples, wantSamples) {
 		t.Fatalf("samples %s, want %v", b, wantSamples)
 	}
+}
+
+// storedTask is a task of the jobs API's tasks list.
+type storedTask struct {
+	Counter int64  `json:"counter"`
+	Name    string `json:"name"`
+	Start   int64  `json:"start"`
+	Events  struct {
+		Lte int64 `json:"counter_lte"`
+	} `json:"events"`
+}
+
+// checkStoredTasks checks the tasks of job id on the server at base
+// against want, three taskLines, and returns them.
+func checkStoredTasks(t *testing.T, base, id string, want []string) []storedTask {
+	t.Helper()
+	var tasks struct {
+		Tasks []storedTask `json:"tasks"`
+	}
+	httpJSON(t, base+"/api/v1/jobs/"+id+"/tasks", &tasks)
+	var got []string
+	for _, task := range tasks.Tasks {
+		got = append(got, taskLine(task.Counter, task.Name, task.Start))
+	}
+	if !slices.Equal(got, want) || len(want) != 3 {
+		t.Fatalf("tasks\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	return tasks.Tasks
 }
 
 func taskLine(counter int64, name string, startMs int64) string {
@@ -142,29 +156,15 @@ func taskLine(counter int64, name string, startMs int64) string {
 func TestImportAWXEventsWin(t *testing.T) {
 	const src = "testdata/ansible/runner-basic"
 	srcEvents := filepath.Join(src, "artifacts", "demo2", "job_events")
-	awxEvents := t.TempDir()
-	entries, err := os.ReadDir(srcEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var last map[string]any
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(srcEvents, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev map[string]any
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
+	awxEvents, copied := copyEvents(t, srcEvents, func(ev map[string]any) {
 		if data, ok := ev["event_data"].(map[string]any); ok && data["task"] != nil {
 			data["task"] = "AWX " + data["task"].(string)
 		}
-		writeEvent(t, awxEvents, e.Name(), ev)
 		if last == nil || ev["counter"].(float64) > last["counter"].(float64) {
 			last = ev
 		}
-	}
+	})
 	const more = 500
 	for i := range more {
 		counter := 100 + i
@@ -196,7 +196,7 @@ func TestImportAWXEventsWin(t *testing.T) {
 		}
 	}
 	// One request for the job, one per page of 200 events.
-	total := len(entries) + more
+	total := copied + more
 	if n, pages := awxSrv.RequestCount(4242), (total+awx.PageSize-1)/awx.PageSize; n != 1+pages || pages != 3 {
 		t.Fatalf("%d requests for job 4242, want 1 + %d pages", n, pages)
 	}
@@ -210,27 +210,34 @@ func TestImportAWXEventsWin(t *testing.T) {
 	for _, task := range ref[0].Tasks {
 		want = append(want, taskLine(task.Counter, "AWX "+task.Name, task.StartMs))
 	}
-	var tasks struct {
-		Tasks []struct {
-			Counter int64  `json:"counter"`
-			Name    string `json:"name"`
-			Start   int64  `json:"start"`
-			Events  struct {
-				Lte int64 `json:"counter_lte"`
-			} `json:"events"`
-		} `json:"tasks"`
-	}
-	httpJSON(t, s.URL+"/api/v1/jobs/4242/tasks", &tasks)
-	var got []string
-	for _, task := range tasks.Tasks {
-		got = append(got, taskLine(task.Counter, task.Name, task.Start))
-	}
-	if !slices.Equal(got, want) || len(want) != 3 {
-		t.Fatalf("tasks\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if lte := tasks.Tasks[2].Events.Lte; lte != 100+more-1 {
+	tasks := checkStoredTasks(t, s.URL, "4242", want)
+	if lte := tasks[2].Events.Lte; lte != 100+more-1 {
 		t.Fatalf("the last task's events end at counter %d, want AWX's last, %d", lte, 100+more-1)
 	}
+}
+
+// copyEvents copies the job_events dir src to a new temporary dir, each
+// event through edit, and returns that dir and the number of events.
+func copyEvents(t *testing.T, src string, edit func(ev map[string]any)) (string, int) {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		edit(ev)
+		writeEvent(t, dst, e.Name(), ev)
+	}
+	return dst, len(entries)
 }
 
 func writeEvent(t *testing.T, dir, name string, ev map[string]any) {

@@ -541,10 +541,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 	f.StringVar(&cfg.Ident, "ident", "", "ansible-runner ident whose artifacts to follow")
 	f.StringVar(&cfg.Attach, "attach", "", "sample this existing cgroup instead of running a command")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: user cache dir)")
-	f.DurationVar(&cfg.PollInterval, "poll-interval", 250*time.Millisecond, "sampling interval")
-	f.DurationVar(&cfg.CPUInterval, "cpu-poll-interval", 0, "CPU sampling interval (default: --poll-interval)")
-	f.DurationVar(&cfg.MemoryInterval, "memory-poll-interval", 0, "memory sampling interval (default: --poll-interval)")
-	f.DurationVar(&cfg.PIDsInterval, "pid-poll-interval", 0, "PID sampling interval (default: --poll-interval)")
+	pollFlags(f, &cfg.PollInterval, &cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval)
 	f.IntVar(&cfg.MaxQueueSamples, "max-queue-samples", 100_000, "samples held in memory before batches spool to disk")
 	clientFlags(f, &cfg.Transport)
 	return cmd
@@ -556,6 +553,15 @@ func clientFlags(f *pflag.FlagSet, tc *ship.TransportConfig) {
 	f.StringVar(&tc.CAFile, "ca-file", "", "PEM CA bundle trusted for --server's certificate, in addition to the system roots")
 	f.StringVar(&tc.CertFile, "cert-file", "", "PEM client certificate for mutual TLS with --server (with --key-file)")
 	f.StringVar(&tc.KeyFile, "key-file", "", "PEM private key of --cert-file")
+}
+
+// pollFlags adds the sampling interval flags, the same for collect and
+// agent: --poll-interval and a per-resource interval defaulting to it.
+func pollFlags(f *pflag.FlagSet, poll, cpu, memory, pids *time.Duration) {
+	f.DurationVar(poll, "poll-interval", 250*time.Millisecond, "sampling interval")
+	f.DurationVar(cpu, "cpu-poll-interval", 0, "CPU sampling interval (default: --poll-interval)")
+	f.DurationVar(memory, "memory-poll-interval", 0, "memory sampling interval (default: --poll-interval)")
+	f.DurationVar(pids, "pid-poll-interval", 0, "PID sampling interval (default: --poll-interval)")
 }
 
 // applySettings fills every flag the command line did not set from the

@@ -215,23 +215,33 @@ func sameSamples(want, got *ansible.Job) error {
 	return nil
 }
 
+// sampleKey names one sample of a job: its resource and time.
+type sampleKey struct {
+	resource string
+	ms       int64
+}
+
+// sampleTasks maps every sample of j to the name that name gives the task
+// of its series.
+func sampleTasks(j *ansible.Job, name func(ansible.Series) string) map[sampleKey]string {
+	task := map[sampleKey]string{}
+	for _, s := range j.Series {
+		for _, t := range s.Ts {
+			task[sampleKey{s.Resource, t}] = name(s)
+		}
+	}
+	return task
+}
+
 // sameTasks checks that every sample of got belongs to the task (counter
 // and name) it belongs to in want.
 func sameTasks(want, got *ansible.Job) error {
-	type key struct {
-		resource string
-		ms       int64
-	}
-	task := map[key]string{}
-	for _, s := range want.Series {
-		for _, t := range s.Ts {
-			task[key{s.Resource, t}] = strconv.FormatInt(s.Counter, 10) + " " + s.Task
-		}
-	}
+	name := func(s ansible.Series) string { return strconv.FormatInt(s.Counter, 10) + " " + s.Task }
+	task := sampleTasks(want, name)
 	for _, s := range got.Series {
-		have := strconv.FormatInt(s.Counter, 10) + " " + s.Task
+		have := name(s)
 		for _, t := range s.Ts {
-			if w := task[key{s.Resource, t}]; w != have {
+			if w := task[sampleKey{s.Resource, t}]; w != have {
 				return fmt.Errorf("%s sample at %d ms is stored under task %q, want %q", s.Resource, t, have, w)
 			}
 		}
@@ -242,16 +252,8 @@ func sameTasks(want, got *ansible.Job) error {
 // printChanges prints the tasks before and after, and per new task its
 // samples and how many of them changed task.
 func printChanges(w io.Writer, old, next *ansible.Job) {
-	type key struct {
-		resource string
-		ms       int64
-	}
-	was := map[key]string{}
-	for _, s := range old.Series {
-		for _, t := range s.Ts {
-			was[key{s.Resource, t}] = fmt.Sprintf("%d/%s/%s", s.Counter, s.UUID, s.Task)
-		}
-	}
+	name := func(s ansible.Series) string { return fmt.Sprintf("%d/%s/%s", s.Counter, s.UUID, s.Task) }
+	was := sampleTasks(old, name)
 	fmt.Fprintf(w, "job %s: tasks before: %d%s; after: %d (AWX's task starts)\n", next.ID, len(old.Tasks), taskList(old.Tasks), len(next.Tasks))
 	type count struct{ total, moved int }
 	per := map[int64]map[string]*count{}
@@ -264,10 +266,10 @@ func printChanges(w io.Writer, old, next *ansible.Job) {
 			c = &count{}
 			per[s.Counter][s.Resource] = c
 		}
-		now := fmt.Sprintf("%d/%s/%s", s.Counter, s.UUID, s.Task)
+		now := name(s)
 		for _, t := range s.Ts {
 			c.total++
-			if was[key{s.Resource, t}] != now {
+			if was[sampleKey{s.Resource, t}] != now {
 				c.moved++
 			}
 		}

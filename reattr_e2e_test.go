@@ -63,14 +63,7 @@ func readGraph(t *testing.T, base, token, job string) *storedGraph {
 		return nil
 	}
 	var list struct {
-		Jobs []struct {
-			JobID        string `json:"job_id"`
-			TemplateID   string `json:"template_id"`
-			TemplateName string `json:"template_name"`
-			Status       string `json:"status"`
-			Playbook     string `json:"playbook"`
-			Measured     string `json:"measured"`
-		} `json:"jobs"`
+		Jobs []storedJob `json:"jobs"`
 	}
 	getJSON(t, base+"/api/v1/jobs?q="+job, token, &list)
 	if len(list.Jobs) != 1 || list.Jobs[0].JobID != job {
@@ -289,27 +282,13 @@ func TestReattrData(t *testing.T) {
 // moved by d.
 func shiftedEvents(t *testing.T, src string, d time.Duration) string {
 	t.Helper()
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev map[string]any
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
+	dst, _ := copyEvents(t, src, func(ev map[string]any) {
 		ms, err := ansible.ParseCreated(ev["created"].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ev["created"] = time.UnixMilli(ms).Add(d).UTC().Format("2006-01-02T15:04:05.000000")
-		writeEvent(t, dst, e.Name(), ev)
-	}
+	})
 	return dst
 }
 

@@ -48,10 +48,10 @@ func (b Backoff) Delay(failures int, retryAfter time.Duration) time.Duration {
 
 // Retry calls do until it succeeds, fails with an error that is not a
 // *RetryableError, or has failed b.Tries times, waiting b.Delay between
-// tries with sleep (nil: a timer on ctx). It returns do's last error.
+// tries with sleep (nil: Sleep). It returns do's last error.
 func Retry(ctx context.Context, b Backoff, sleep func(context.Context, time.Duration) error, do func() error) error {
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = Sleep
 	}
 	tries := b.Tries
 	if tries <= 0 {
@@ -69,8 +69,9 @@ func Retry(ctx context.Context, b Backoff, sleep func(context.Context, time.Dura
 	}
 }
 
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx is done, returning ctx's error then: Retry's
+// sleep unless told otherwise.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -34,6 +34,16 @@ func needRoot(t *testing.T) {
 	}
 }
 
+// unavailable skips the test under -short and fails it otherwise: a
+// real-host test that cannot run says so, never passes silently.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf(format, args...)
+	}
+	t.Fatalf(format+" (pass -short to skip)", args...)
+}
+
 // hex64 is a made-up container id unique to this test process and label.
 func hex64(label string) string {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", label, os.Getpid())))
@@ -285,6 +295,13 @@ func sorted(pids ...int) []int {
 // procCPU is a process's own utime+stime.
 func procCPU(t *testing.T, pid int) time.Duration {
 	t.Helper()
+	st := readStat(t, pid)
+	return time.Duration(st.utime+st.stime) * clockTick
+}
+
+// readStat reads and parses /proc/<pid>/stat.
+func readStat(t *testing.T, pid int) procStat {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +310,7 @@ func procCPU(t *testing.T, pid int) time.Duration {
 	if !ok {
 		t.Fatalf("cannot parse %q", b)
 	}
-	return time.Duration(st.utime+st.stime) * clockTick
+	return st
 }
 
 // TestRealV2 mounts this host's cgroup2 hierarchy (it has no controllers
@@ -303,7 +320,7 @@ func TestRealV2(t *testing.T) {
 	needRoot(t)
 	mnt := t.TempDir()
 	if err := syscall.Mount("none", mnt, "cgroup2", 0, ""); err != nil {
-		t.Skipf("cannot mount cgroup2 here: %v", err)
+		unavailable(t, "cannot mount cgroup2 here: %v", err)
 	}
 	top := fmt.Sprintf("peakline-discover-v2-%d", os.Getpid())
 	podID, workerID := hex64("podman2"), hex64("worker2")
@@ -376,7 +393,7 @@ func TestRealV2(t *testing.T) {
 func TestRealProcessTree(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
+		unavailable(t, "no python3: %v", err)
 	}
 	fifo := filepath.Join(t.TempDir(), "go")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -477,14 +494,7 @@ wait`
 // procTotal is a process's own and reaped time (utime+stime+cutime+cstime).
 func procTotal(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _, ok := parseStat(b)
-	if !ok {
-		t.Fatalf("cannot parse %q", b)
-	}
+	st := readStat(t, pid)
 	return time.Duration(st.utime+st.stime+st.cutime+st.cstime) * clockTick
 }
 

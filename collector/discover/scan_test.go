@@ -202,13 +202,7 @@ func TestScanCgroupOpens(t *testing.T) {
 	root := t.TempDir()
 	write := func(rel, content string) {
 		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeUnder(t, root, rel, content)
 	}
 	write("proc/self/mountinfo", "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n")
 	write("proc/self/cgroup", "0::/system.slice/peakline-agent.service\n")
@@ -269,13 +263,7 @@ func TestScanV1CgroupfsDrivers(t *testing.T) {
 	root := t.TempDir()
 	write := func(rel, content string) {
 		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeUnder(t, root, rel, content)
 	}
 	const (
 		k8s    = "5b1d7f0c3a9e8d2b4c6a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c"
@@ -312,5 +300,18 @@ func TestScanNoHierarchy(t *testing.T) {
 	_, err := Scan(t.TempDir(), "/proc", DefaultRules())
 	if err == nil || !strings.Contains(err.Error(), "no cgroup.procs") {
 		t.Fatalf("Scan of an empty directory: %v; want an error naming the missing hierarchy", err)
+	}
+}
+
+// writeUnder writes content to the file rel below root, making its
+// parent dirs.
+func writeUnder(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -50,6 +50,45 @@ func (s *sentBatches) times(resource string, ms0 int64) map[int64][]int64 {
 	return out
 }
 
+// checkTimes checks the times of the samples of each resource sent per
+// counter, in milliseconds after ms0, against want; it reports whether
+// they all matched.
+func (s *sentBatches) checkTimes(t *testing.T, when string, ms0 int64, want map[int64][]int64) bool {
+	t.Helper()
+	ok := true
+	for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+		if got := s.times(r, ms0); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %s sample times per counter %v, want %v", when, r, got, want)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// checkNoTaskAtCounter0 checks that no series sent with no task (counter
+// 0) names a task.
+func (s *sentBatches) checkNoTaskAtCounter0(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.batches {
+		for _, sr := range b.Series {
+			if sr.Counter == 0 && (sr.Task != "" || sr.UUID != "") {
+				t.Errorf("a counter 0 series names task %q (uuid %q), want none", sr.Task, sr.UUID)
+			}
+		}
+	}
+}
+
+// sleeper returns a function that sleeps until ms milliseconds after t0
+// on synctest's clock, then waits for the bubble's goroutines to block.
+func sleeper(t0 time.Time) func(ms int64) {
+	return func(ms int64) {
+		time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
+		synctest.Wait()
+	}
+}
+
 // counters returns the samples sent per (resource, counter).
 func (s *sentBatches) counters() map[string]map[int64]int {
 	s.mu.Lock()
@@ -103,11 +142,8 @@ func TestSessionHoldsSamplesForLateEvents(t *testing.T) {
 		// the poll at 600 covers 500..600, which holds the start at 550,
 		// so it closes the time before it (restamped 549); 700..1000 in
 		// the first task.
-		want := map[int64][]int64{0: {100, 200, 300, 400, 500, 549}, 3: {700, 800, 900, 1000}}
-		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-			if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s sample times per counter %v, want %v", r, got, want)
-			}
+		if !sent.checkTimes(t, "at 2150ms", ms0, map[int64][]int64{0: {100, 200, 300, 400, 500, 549}, 3: {700, 800, 900, 1000}}) {
+			t.FailNow()
 		}
 		s.StopSampling() // at 2150ms: one last sample of each resource
 		taken := s.Samples()
@@ -125,12 +161,11 @@ func TestSessionHoldsSamplesForLateEvents(t *testing.T) {
 			t.Fatalf("Close: %d taken, %d sent, %d pending; want all %d sent", n, sent.samples, s.PendingSamples(), taken)
 		}
 		// The poll at 1100 covers the start at 1020: restamped 1019.
-		want = map[int64][]int64{
+		if !sent.checkTimes(t, "after Close", ms0, map[int64][]int64{
 			0: {100, 200, 300, 400, 500, 549}, 3: {700, 800, 900, 1000, 1019},
 			5: {1200, 1300, 1400, 1500, 1600, 1700, 1800, 1900, 2000, 2100, 2150},
-		}
-		if got := sent.times(ansible.ResourceMemory, ms0); !reflect.DeepEqual(got, want) {
-			t.Fatalf("memory sample times per counter %v, want %v", got, want)
+		}) {
+			t.FailNow()
 		}
 		if sent.batches[0].TemplateID != "7" || sent.batches[0].JobID != "42" || len(sent.batches[0].Tasks) != 2 {
 			t.Fatalf("first batch %+v: want job 42, template 7 and both tasks", sent.batches[0])
@@ -200,10 +235,7 @@ func TestSessionMaxPendingUnknownTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Start()
-		at := func(ms int64) { // sleep until ms after t0
-			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
-			synctest.Wait()
-		}
+		at := sleeper(t0)
 		// Flush at 330: polls 100..300 held, one too many: the poll at
 		// 100 goes out with no task (the newest event is at -100).
 		at(335)
@@ -229,19 +261,8 @@ func TestSessionMaxPendingUnknownTask(t *testing.T) {
 		if n := s.Close(); n != 30 {
 			t.Fatalf("%d samples taken, want 30: 9 polls and the last one, of 3 resources", n)
 		}
-		want := map[int64][]int64{0: {100, 400, 500}, 3: {200, 300, 600, 619}, 5: {800, 900, 950}}
-		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-			if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s sample times per counter %v, want %v", r, got, want)
-			}
-		}
-		for _, b := range sent.batches {
-			for _, sr := range b.Series {
-				if sr.Counter == 0 && (sr.Task != "" || sr.UUID != "") {
-					t.Errorf("a counter 0 series names task %q (uuid %q), want none", sr.Task, sr.UUID)
-				}
-			}
-		}
+		sent.checkTimes(t, "after Close", ms0, map[int64][]int64{0: {100, 400, 500}, 3: {200, 300, 600, 619}, 5: {800, 900, 950}})
+		sent.checkNoTaskAtCounter0(t)
 		if n := strings.Count(logs.String(), "sent with no task"); n != 1 || !strings.Contains(logs.String(), "samples=3 max_pending=6") {
 			t.Errorf("the samples sent with no task were logged %d times, want once with samples=3 max_pending=6:\n%s", n, logs.String())
 		}
@@ -271,17 +292,10 @@ func TestSessionSettleKeepsNewestTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Start()
-		at := func(ms int64) { // sleep until ms after t0
-			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
-			synctest.Wait()
-		}
+		at := sleeper(t0)
 		check := func(when string, want map[int64][]int64) {
 			t.Helper()
-			for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-				if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
-					t.Errorf("%s: %s sample times per counter %v, want %v", when, r, got, want)
-				}
-			}
+			sent.checkTimes(t, when, ms0, want)
 		}
 		at(405)
 		evs.Answered(time.Now())
@@ -335,17 +349,10 @@ func TestSessionOutageLongerThanSettle(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Start()
-		at := func(ms int64) { // sleep until ms after t0
-			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
-			synctest.Wait()
-		}
+		at := sleeper(t0)
 		check := func(when string, want map[int64][]int64) {
 			t.Helper()
-			for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-				if got := sent.times(r, ms0); !reflect.DeepEqual(got, want) {
-					t.Errorf("%s: %s sample times per counter %v, want %v", when, r, got, want)
-				}
-			}
+			sent.checkTimes(t, when, ms0, want)
 		}
 		at(995)
 		// Polls 100..900, up to 900ms old: none sent.
@@ -377,13 +384,7 @@ func TestSessionOutageLongerThanSettle(t *testing.T) {
 		want[7] = []int64{1000}
 		want[0] = []int64{1100, 1200, 1300, 1400, 1500, 1595}
 		check("after Close", want)
-		for _, b := range sent.batches {
-			for _, sr := range b.Series {
-				if sr.Counter == 0 && (sr.Task != "" || sr.UUID != "") {
-					t.Errorf("a counter 0 series names task %q (uuid %q), want none", sr.Task, sr.UUID)
-				}
-			}
-		}
+		sent.checkNoTaskAtCounter0(t)
 		if n := strings.Count(logs.String(), "after the event source last answered"); n != 1 || !strings.Contains(logs.String(), "samples=18") {
 			t.Errorf("the samples sent with no task at the end were logged %d times, want once with samples=18:\n%s", n, logs.String())
 		}
@@ -450,10 +451,7 @@ func TestSessionTaskBoundaries(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Start()
-		at := func(ms int64) { // sleep until ms after t0
-			time.Sleep(t0.Add(time.Duration(ms) * time.Millisecond).Sub(time.Now()))
-			synctest.Wait()
-		}
+		at := sleeper(t0)
 		setPeak := func(v uint64) {
 			st.mu.Lock()
 			st.peak = v
