@@ -391,7 +391,7 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 	// parent reaps it (README, "Jobs with no cgroup of their own"), so the
 	// burners' end can land a sample into the next task: for such a job
 	// only the means decide.
-	peakShare := 0.9
+	peakShare := 0.75
 	if measured == "process-tree" {
 		peakShare = 0
 	}

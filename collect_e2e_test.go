@@ -153,7 +153,7 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	if p := peak["memory"]; p == nil || p.V < 250e6 || served[p.Counter] != "allocate memory" {
 		t.Errorf("memory peak %+v (task %q), want >= 250 MB in \"allocate memory\"", p, served[peakCounter(p)])
 	}
-	checkCPUTask(t, "", g, "burn some cpu", 0.9)
+	checkCPUTask(t, "", g, "burn some cpu", 0.75)
 	if p := peak["pids"]; p == nil || p.V < 25 || served[p.Counter] != "fork a burst of processes" {
 		t.Errorf("pids peak %+v (task %q), want >= 25 in \"fork a burst of processes\"", p, served[peakCounter(p)])
 	}
@@ -207,7 +207,7 @@ type graphTaskDoc struct {
 
 // checkCPUTask checks that the task named burn is the job's heaviest on
 // CPU: it has the highest mean CPU of all tasks and, with peakShare > 0,
-// reaches the job's CPU peak within that share (0.9: a tenth). The peak
+// reaches that share of the job's CPU peak (0.75: a quarter below). The peak
 // alone would be a coin toss on a host whose cores the burning task
 // saturates: there another task's burst (a module's Python start-up beside
 // 25 forks) can touch the same level for one 100 ms sample. who prefixes
