@@ -10,7 +10,8 @@
 //     per-job Session the agent runs). Where do a live job's events come
 //     from? Its job_events follower, or any source filling its Events.
 //   - collector/ship: how does a batch reach the server? Batches, the HTTP
-//     client and its credentials, the retrying shipper and its spool.
+//     client and its credentials, the retrying shipper and its spool;
+//     ship/shiptest is the batch as a server decodes it, for tests.
 //   - collector/cgroup: reading and creating Linux cgroups (v1 and v2).
 //   - collector/awx: the AWX API client and the per-job follower that
 //     reads a job's metadata and events from AWX; awx/awxtest is a fake
@@ -24,7 +25,7 @@
 //
 // The imports point one way: agent uses live, awx, discover, ship, cgroup
 // and ansible; live uses ansible, ship and cgroup; ship and awx use
-// ansible; ansible, cgroup, discover and awx/awxtest use no other Peakline
-// package. No collector package imports the server side (server, tsdb,
+// ansible; ansible, cgroup, discover, awx/awxtest and ship/shiptest use no
+// other Peakline package. No collector package imports the server side (server, tsdb,
 // downsample, web, bench). imports_test.go checks these arrows.
 package collector

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/peakline/peakline/collector/ship/shiptest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,37 +14,8 @@ import (
 	"time"
 )
 
-// ingestBody is the server's view of a batch, written from
-// docs/CONTRACTS.md and not from the collector's types.
-type ingestBody struct {
-	JobID string `json:"job_id"`
-	Tasks []struct {
-		Counter int64  `json:"counter"`
-		UUID    string `json:"uuid"`
-		Name    string `json:"name"`
-		Start   int64  `json:"start"`
-		Play    string `json:"play"`
-		Role    string `json:"role"`
-		Path    string `json:"task_path"`
-	} `json:"tasks"`
-	LastEvent *struct {
-		Counter int64 `json:"counter"`
-		Time    int64 `json:"time"`
-	} `json:"last_event"`
-	Series []struct {
-		Resource string    `json:"resource"`
-		Counter  int64     `json:"counter"`
-		UUID     string    `json:"uuid"`
-		Task     string    `json:"task"`
-		T        []int64   `json:"t"`
-		V        []float64 `json:"v"`
-	} `json:"series"`
-	TemplateID   string `json:"template_id"`
-	TemplateName string `json:"template_name"`
-	Status       string `json:"status"`
-	Playbook     string `json:"playbook"`
-	Measured     string `json:"measured"`
-}
+// ingestBody is the server's view of a batch.
+type ingestBody = shiptest.Batch
 
 // fakeIngest decodes batches as a server would and keeps them.
 type fakeIngest struct {
