@@ -24,6 +24,7 @@ type node struct {
 	scanner *discover.Scanner
 	layout  *cgroup.Layout // nil when the host has no cgroupfs: process trees only
 	awx     *awx.Client
+	http    *http.Client // the Peakline server's, for its collection policy
 	send    func(body []byte, samples int)
 	log     *slog.Logger
 }
@@ -84,8 +85,10 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 		MemoryInterval: n.cfg.MemoryInterval, PIDsInterval: n.cfg.PIDsInterval,
 		Settle:            n.cfg.AWXSettle,
 		MaxPendingSamples: n.cfg.MaxHeldSamples,
-		Send:              n.send,
-		Logger:            log,
+		// Nothing goes out before the server's policy is known.
+		Hold:   true,
+		Send:   n.send,
+		Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -135,6 +138,8 @@ func (j *jobSession) info() (ansible.JobInfo, bool, bool) {
 func (j *jobSession) setInfo(info ansible.JobInfo) { j.s.SetInfo(info) }
 func (j *jobSession) stopSampling()                { j.s.StopSampling() }
 func (j *jobSession) held() int                    { return j.s.PendingSamples() }
+func (j *jobSession) release()                     { j.s.Release() }
+func (j *jobSession) discard() (int, int)          { return j.s.Discard() }
 
 func (j *jobSession) eventsComplete() bool {
 	m, ok := j.f.Job()
@@ -148,6 +153,10 @@ func (j *jobSession) eventsComplete() bool {
 func (j *jobSession) close() {
 	<-j.stopped
 	j.s.Close()
+}
+
+func (n *node) policy(ctx context.Context, template string) (live.Policy, error) {
+	return live.FetchPolicy(ctx, n.http, n.cfg.Server, template)
 }
 
 // newHTTPClient is the client of the Peakline server: cfg's token and TLS.
