@@ -320,3 +320,29 @@ func TestPolicyWithRealServer(t *testing.T) {
 		ps.failPolicy.Store(true)
 	}, map[int64]int64{304: 7}, map[string]bool{"304": true})
 }
+
+// The followers the agent builds back off with jitter: over many draws
+// the delays after a failure spread over (4/5·d, d], d being the delay
+// without jitter, rather than all agents waiting d.
+func TestFollowerBackoffHasJitter(t *testing.T) {
+	n := &node{cfg: Config{AWXPollInterval: time.Second}}
+	cfg := n.followerConfig(live.NewEvents())
+	if cfg.Backoff.Jitter == nil {
+		t.Fatal("the follower's backoff has no jitter")
+	}
+	plain := awx.Backoff{Base: cfg.Backoff.Base, Max: cfg.Backoff.Max}.Delay(3, 0)
+	if plain != 4*time.Second {
+		t.Fatalf("delay after 3 failures without jitter %v, want 4s (base 1s doubled twice)", plain)
+	}
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		d := cfg.Backoff.Delay(3, 0)
+		if d <= plain*4/5 || d > plain {
+			t.Fatalf("delay %v, want in (%v, %v]", d, plain*4/5, plain)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 50 {
+		t.Errorf("%d distinct delays in 100 draws, want them spread", len(seen))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -94,11 +95,19 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 		return nil, err
 	}
 	// The follower names the job in its lines itself.
-	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: n.log, Sink: events})
+	f := awx.NewFollower(n.awx, id, n.followerConfig(events))
 	js := &jobSession{s: s, f: f, stopped: make(chan struct{})}
 	s.Start()
 	go js.follow(ctx, n.cfg.AWXPollInterval)
 	return js, nil
+}
+
+// followerConfig is the AWX follower's of a job whose events go to sink.
+// Its backoff after failures takes a random part, up to a fifth, off each
+// delay (awx.Backoff.Jitter), so that the followers (and the agents of
+// other nodes) that failed together do not come back together.
+func (n *node) followerConfig(sink awx.Sink) awx.FollowerConfig {
+	return awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Backoff: awx.Backoff{Jitter: rand.Float64}, Log: n.log, Sink: sink}
 }
 
 // jobSession is a live.Session fed by an AWX follower.
