@@ -70,7 +70,9 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined
 		}
 		if !asked {
 			asked = true
-			if collect, reason := a.policies.decide(ctx, got.TemplateID, log); !collect {
+			// Asked even while the agent stops (FetchPolicy gives up
+			// after 3s): the job's held samples go out or not by it.
+			if collect, reason := a.policies.decide(context.WithoutCancel(ctx), got.TemplateID, log); !collect {
 				dropped, sent := s.discard()
 				args := []any{"template", got.TemplateID, "dropped_samples", dropped}
 				if sent > 0 {
