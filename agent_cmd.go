@@ -31,6 +31,12 @@ attributes each sample to the task running at the time from the job's
 events in the AWX API, and streams batches to the server. It reads
 cgroupfs and /proc, asks AWX (read-only token), listens on nothing.
 
+It obeys the server's collection policy as collect does: once AWX names a
+job's template it asks the server (answers reused for 30s per template)
+and, when the policy says no, drops the job's samples (held until then) and
+leaves the job alone. When the server cannot be asked, or AWX never names
+the template, the job is collected.
+
 --scope KIND:TOP:REGEXP (repeatable) replaces the default places jobs are
 looked for: KIND is podman or kubernetes, TOP a top-level cgroup (a glob),
 REGEXP matches a container cgroup's name, its first group the container id.

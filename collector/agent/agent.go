@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/live"
 )
 
 // target is one AWX job a scan found running on the node.
@@ -54,6 +55,13 @@ type session interface {
 	setInfo(info ansible.JobInfo)
 	// held returns the samples taken and not sent yet.
 	held() int
+	// release lets the samples go out as they settle: the session starts
+	// held, until the server's policy says the job is collected.
+	release()
+	// discard stops the session and drops the samples not sent, for a
+	// job the policy says not to collect; it returns those dropped and
+	// those already sent.
+	discard() (dropped, sent int)
 	// stopSampling takes each resource's last sample and stops sampling;
 	// the held samples wait for their tasks.
 	stopSampling()
@@ -72,21 +80,28 @@ type world interface {
 	scan() ([]target, error)
 	open(t target) (*opened, error)
 	// start starts sampling o with the job's AWX follower as event
-	// source; the follower stops when ctx ends.
+	// source; the follower stops when ctx ends. The session is held (it
+	// sends nothing) until release.
 	start(ctx context.Context, t target, o *opened) (session, error)
+	// policy asks the server's collection policy for a template id ("":
+	// none); an error means the server could not be asked.
+	policy(ctx context.Context, template string) (live.Policy, error)
 }
 
 // agent tracks the jobs on the node: the running ones by key, and the
-// finished ones until a scan no longer sees them.
+// finished ones, and the jobs the server's policy declined, until a scan
+// no longer sees them.
 type agent struct {
-	cfg Config
-	w   world
-	log *slog.Logger
+	cfg      Config
+	w        world
+	log      *slog.Logger
+	policies *policyCache
 
 	mu       sync.Mutex
 	running  map[string]string   // key → job id
 	byJob    map[string]string   // job id → key of its running session
 	finished map[string]struct{} // keys of jobs done while still seen
+	declined map[string]struct{} // job ids not to collect while still seen
 	wg       sync.WaitGroup
 
 	scanFailing bool
@@ -97,9 +112,11 @@ type agent struct {
 func newAgent(cfg Config, w world, log *slog.Logger) *agent {
 	return &agent{
 		cfg: cfg, w: w, log: log,
+		policies: newPolicyCache(w.policy, log),
 		running:  map[string]string{},
 		byJob:    map[string]string{},
 		finished: map[string]struct{}{},
+		declined: map[string]struct{}{},
 	}
 }
 
@@ -146,12 +163,17 @@ func (a *agent) scan(ctx context.Context, first bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	seen := make(map[string]struct{}, len(found))
+	seenJobs := make(map[string]struct{}, len(found))
 	for _, t := range found {
 		seen[t.key] = struct{}{}
+		seenJobs[t.jobID] = struct{}{}
 		if _, ok := a.running[t.key]; ok {
 			continue
 		}
 		if _, ok := a.finished[t.key]; ok {
+			continue
+		}
+		if _, ok := a.declined[t.jobID]; ok {
 			continue
 		}
 		if other, ok := a.byJob[t.jobID]; ok {
@@ -162,17 +184,25 @@ func (a *agent) scan(ctx context.Context, first bool) {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			a.runJob(ctx, t, first)
+			declined := a.runJob(ctx, t, first)
 			a.mu.Lock()
 			delete(a.running, t.key)
 			delete(a.byJob, t.jobID)
 			a.finished[t.key] = struct{}{}
+			if declined {
+				a.declined[t.jobID] = struct{}{}
+			}
 			a.mu.Unlock()
 		}()
 	}
 	for key := range a.finished {
 		if _, ok := seen[key]; !ok {
 			delete(a.finished, key)
+		}
+	}
+	for id := range a.declined {
+		if _, ok := seenJobs[id]; !ok {
+			delete(a.declined, id)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/live"
 )
 
 // fakeWorld is a node whose jobs the test starts and ends, and an AWX
@@ -27,15 +28,22 @@ type fakeWorld struct {
 	infos    map[string]ansible.JobInfo
 	complete map[string]bool // job id → events complete
 	sessions []*fakeSession
+	// policies is the server's collection policy per template id; a
+	// template not in it collects. policyErr: the server cannot be asked.
+	policies  map[string]live.Policy
+	policyErr error
+	asked     []string // template ids asked, in order
 }
 
 type fakeSession struct {
-	w        *fakeWorld
-	t        target
-	infos    []ansible.JobInfo
-	stopped  time.Time
-	closed   time.Time
-	measured string
+	w         *fakeWorld
+	t         target
+	infos     []ansible.JobInfo
+	stopped   time.Time
+	closed    time.Time
+	measured  string
+	released  bool
+	discarded bool
 }
 
 func newFakeWorld() *fakeWorld {
@@ -98,6 +106,24 @@ func (w *fakeWorld) set(f func()) { w.mu.Lock(); defer w.mu.Unlock(); f() }
 func (s *fakeSession) setInfo(i ansible.JobInfo) { s.w.set(func() { s.infos = append(s.infos, i) }) }
 func (s *fakeSession) stopSampling()             { s.w.set(func() { s.stopped = time.Now() }) }
 func (s *fakeSession) close()                    { s.w.set(func() { s.closed = time.Now() }) }
+func (s *fakeSession) release()                  { s.w.set(func() { s.released = true }) }
+func (s *fakeSession) discard() (int, int) {
+	s.w.set(func() { s.discarded, s.closed = true, time.Now() })
+	return 0, 0
+}
+
+func (w *fakeWorld) policy(_ context.Context, template string) (live.Policy, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked = append(w.asked, template)
+	if w.policyErr != nil {
+		return live.Policy{}, w.policyErr
+	}
+	if p, ok := w.policies[template]; ok {
+		return p, nil
+	}
+	return live.Policy{System: "all", Template: "default"}, nil
+}
 func (s *fakeSession) eventsComplete() bool {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()

@@ -13,6 +13,12 @@
 // flushes the job's last samples and forgets it. One shipper with one
 // spool directory (collector/ship) carries every job's batches.
 //
+// It obeys the server's collection policy (live.FetchPolicy, as `peakline
+// collect` does): a job's session holds its samples until AWX names the
+// job's template and the server says whether to collect it; a declined
+// job's samples are dropped and the job is left alone while it runs. The
+// server unreachable, or AWX never naming the template, means collect.
+//
 // It does not own how jobs are found (collector/discover), how samples are
 // taken and attributed (collector/live), how AWX is asked (collector/awx),
 // or how batches reach the server (collector/ship). It opens no listening

@@ -18,7 +18,15 @@ const stopFlushTimeout = 2 * time.Second
 // are complete (at most DrainTimeout), flush, forget. Nothing a job does
 // (a vanished cgroup, an AWX error, a panic) reaches the other jobs.
 // wasRunning says the job started before the agent did.
-func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
+//
+// The session sends nothing until the server's collection policy is
+// known: it is asked as soon as AWX names the job's template. When it
+// says no, the session is stopped, its samples dropped, and runJob
+// returns declined. When AWX has not named the template by the time the
+// job holds MaxHeldSamples, the samples go out (the policy is still asked
+// later; what went out then stays on the server, which is logged); a job
+// AWX never describes is collected.
+func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined bool) {
 	log := a.log.With("job", t.jobID)
 	defer func() {
 		if r := recover(); r != nil {
@@ -28,7 +36,7 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	o, err := a.w.open(t)
 	if err != nil {
 		log.Warn("cannot open the job to sample it; skipping it", "cgroup", t.cgroupDir, "err", err)
-		return
+		return false
 	}
 	defer o.close()
 	if wasRunning {
@@ -39,21 +47,46 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	s, err := a.w.start(followCtx, t, o)
 	if err != nil {
 		log.Warn("cannot start sampling the job; skipping it", "err", err)
-		return
+		return false
 	}
 	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir)
 
 	var info ansible.JobInfo
-	final, warnedHeld := false, false
-	update := func() {
+	final, warnedHeld, asked, released := false, false, false, false
+	// update returns false once the policy declined the job.
+	update := func() bool {
 		if n := s.held(); !warnedHeld && n >= a.cfg.MaxHeldSamples {
 			warnedHeld = true
 			log.Warn("the job holds the most samples allowed while their tasks are unknown (AWX lags or does not answer); older ones go out with no task",
 				"held", n, "max_held_samples", a.cfg.MaxHeldSamples)
+			if !released {
+				released = true
+				s.release()
+			}
 		}
 		got, fin, ok := s.info()
 		if !ok {
-			return
+			return true
+		}
+		if !asked {
+			asked = true
+			// Asked even while the agent stops (FetchPolicy gives up
+			// after 3s): the job's held samples go out or not by it.
+			if collect, reason := a.policies.decide(context.WithoutCancel(ctx), got.TemplateID, log); !collect {
+				dropped, sent := s.discard()
+				args := []any{"template", got.TemplateID, "dropped_samples", dropped}
+				if sent > 0 {
+					log.Info("not collecting: "+reason+"; the samples sent before AWX named the template stay on the server",
+						append(args, "sent_samples", sent)...)
+				} else {
+					log.Info("not collecting: "+reason, args...)
+				}
+				return false
+			}
+			if !released {
+				released = true
+				s.release()
+			}
 		}
 		got.Measured = o.measured
 		if got != info {
@@ -61,8 +94,11 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 			info = got
 		}
 		final = fin
+		return true
 	}
-	a.waitEmpty(ctx, o, update, log)
+	if !a.waitEmpty(ctx, o, update, log) {
+		return true
+	}
 	s.stopSampling()
 
 	// The AWX API lags the job by seconds: the last tasks' events, and the
@@ -78,7 +114,9 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	stopping := ctx.Done()
 	complete := false
 	for waiting := true; waiting; {
-		update()
+		if !update() {
+			return true
+		}
 		if complete = final && s.eventsComplete(); complete {
 			break
 		}
@@ -102,29 +140,33 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) {
 	if ctx.Err() != nil && !complete {
 		// Routine on a restart: not the job's end, and nothing to warn of.
 		log.Info("agent stopping; the job's samples are sent with the tasks known, a restart picks it up again", "status", info.Status)
-		return
+		return false
 	}
 	log.Info("job done", "status", info.Status, "template", info.TemplateID)
+	return false
 }
 
-// waitEmpty returns when the job has no process left (or its cgroup is
-// gone), or ctx ends, calling update every poll.
-func (a *agent) waitEmpty(ctx context.Context, o *opened, update func(), log *slog.Logger) {
+// waitEmpty returns true when the job has no process left (or its cgroup
+// is gone), or ctx ends, calling update every poll; false as soon as
+// update does.
+func (a *agent) waitEmpty(ctx context.Context, o *opened, update func() bool, log *slog.Logger) bool {
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return true
 		case <-t.C:
-			update()
+			if !update() {
+				return false
+			}
 			alive, err := o.alive()
 			if err != nil {
 				log.Debug("job's processes are gone", "err", err)
-				return
+				return true
 			}
 			if !alive {
-				return
+				return true
 			}
 		}
 	}

@@ -206,7 +206,9 @@ func TestAWXOutageLongerThanSettle(t *testing.T) {
 		AWXPollInterval: 50 * time.Millisecond, AWXSettle: settle, MaxHeldSamples: 100_000, DrainTimeout: time.Second}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	n := &outageNode{node: &node{cfg: cfg, awx: client, send: send, log: log}, t0: t0,
+	// No Peakline server to ask the collection policy: every job is
+	// collected, as when the server cannot be asked.
+	n := &outageNode{node: &node{cfg: cfg, awx: client, http: http.DefaultClient, send: send, log: log}, t0: t0,
 		jobs: map[string]outageJob{"101": {end: 3800 * time.Millisecond}, "102": {end: 1500 * time.Millisecond}}}
 	a := newAgent(cfg, n, log)
 	ctx, cancel := context.WithCancel(context.Background())

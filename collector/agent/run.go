@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer shipStop()
 	go shipper.Run(shipCtx)
 
-	n := &node{cfg: cfg, scanner: scanner, layout: layout, awx: client, send: shipper.Enqueue, log: log}
+	n := &node{cfg: cfg, scanner: scanner, layout: layout, awx: client, http: httpClient, send: shipper.Enqueue, log: log}
 	a := newAgent(cfg, n, log)
 	// Logged after the first scan: a job found later started after it.
 	a.started = func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,6 +25,7 @@ type node struct {
 	scanner *discover.Scanner
 	layout  *cgroup.Layout // nil when the host has no cgroupfs: process trees only
 	awx     *awx.Client
+	http    *http.Client // the Peakline server's, for its collection policy
 	send    func(body []byte, samples int)
 	log     *slog.Logger
 }
@@ -84,18 +86,28 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 		MemoryInterval: n.cfg.MemoryInterval, PIDsInterval: n.cfg.PIDsInterval,
 		Settle:            n.cfg.AWXSettle,
 		MaxPendingSamples: n.cfg.MaxHeldSamples,
-		Send:              n.send,
-		Logger:            log,
+		// Nothing goes out before the server's policy is known.
+		Hold:   true,
+		Send:   n.send,
+		Logger: log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The follower names the job in its lines itself.
-	f := awx.NewFollower(n.awx, id, awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Log: n.log, Sink: events})
+	f := awx.NewFollower(n.awx, id, n.followerConfig(events))
 	js := &jobSession{s: s, f: f, stopped: make(chan struct{})}
 	s.Start()
 	go js.follow(ctx, n.cfg.AWXPollInterval)
 	return js, nil
+}
+
+// followerConfig is the AWX follower's of a job whose events go to sink.
+// Its backoff after failures takes a random part, up to a fifth, off each
+// delay (awx.Backoff.Jitter), so that the followers (and the agents of
+// other nodes) that failed together do not come back together.
+func (n *node) followerConfig(sink awx.Sink) awx.FollowerConfig {
+	return awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Backoff: awx.Backoff{Jitter: rand.Float64}, Log: n.log, Sink: sink}
 }
 
 // jobSession is a live.Session fed by an AWX follower.
@@ -135,6 +147,8 @@ func (j *jobSession) info() (ansible.JobInfo, bool, bool) {
 func (j *jobSession) setInfo(info ansible.JobInfo) { j.s.SetInfo(info) }
 func (j *jobSession) stopSampling()                { j.s.StopSampling() }
 func (j *jobSession) held() int                    { return j.s.PendingSamples() }
+func (j *jobSession) release()                     { j.s.Release() }
+func (j *jobSession) discard() (int, int)          { return j.s.Discard() }
 
 func (j *jobSession) eventsComplete() bool {
 	m, ok := j.f.Job()
@@ -148,6 +162,10 @@ func (j *jobSession) eventsComplete() bool {
 func (j *jobSession) close() {
 	<-j.stopped
 	j.s.Close()
+}
+
+func (n *node) policy(ctx context.Context, template string) (live.Policy, error) {
+	return live.FetchPolicy(ctx, n.http, n.cfg.Server, template)
 }
 
 // newHTTPClient is the client of the Peakline server: cfg's token and TLS.

@@ -276,3 +276,12 @@ func (b *batcher) pendingSamples() int {
 	defer b.mu.Unlock()
 	return len(b.pending)
 }
+
+// drop forgets every sample not yet flushed and returns how many.
+func (b *batcher) drop() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.pending)
+	b.pending = nil
+	return n
+}

@@ -176,10 +176,10 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 		return code, errors.New("cannot collect: --server is empty")
 	}
 
-	policy, err := fetchPolicy(ctx, tune.client, cfg.Server, cfg.Template)
+	policy, err := FetchPolicy(ctx, tune.client, cfg.Server, cfg.Template)
 	if err != nil {
 		log.Warn("cannot ask the server whether to collect; collecting and spooling", "err", err)
-	} else if ok, reason := decideCollection(policy); !ok {
+	} else if ok, reason := policy.Decide(); !ok {
 		log.Info("not collecting: "+reason+"; running the command untouched", "template", cfg.Template)
 		return runPlain(ctx, &cfg, log)
 	}

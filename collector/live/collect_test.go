@@ -281,8 +281,8 @@ func TestCollectPolicyOffRunsUntouched(t *testing.T) {
 func TestDecideCollection(t *testing.T) {
 	f := func(system, template string, want bool) {
 		t.Helper()
-		if got, reason := decideCollection(collectionPolicy{system: system, template: template}); got != want {
-			t.Fatalf("decideCollection(%q, %q) = %v (%s), want %v", system, template, got, reason, want)
+		if got, reason := (Policy{System: system, Template: template}).Decide(); got != want {
+			t.Fatalf("Policy{%q, %q}.Decide() = %v (%s), want %v", system, template, got, reason, want)
 		}
 	}
 	f("off", "on", false)

@@ -14,48 +14,51 @@ import (
 // policyTimeout bounds the policy check, which delays the job's start.
 const policyTimeout = 3 * time.Second
 
-// collectionPolicy is the answer of the server's policy endpoints.
-type collectionPolicy struct {
-	system   string // settings: off, all, opt-in
-	template string // template: on, off, default
+// Policy is the server's collection policy for one job, as its policy
+// endpoints answer: `peakline collect` and `peakline agent` both obey it.
+type Policy struct {
+	System   string // GET /api/v1/settings: off, all, opt-in
+	Template string // GET /api/v1/templates/{id}: on, off, default
 }
 
-// decideCollection applies docs/CONTRACTS.md: off → never; all → unless
-// the template says off; opt-in → only when the template says on. A value
+// Decide applies docs/CONTRACTS.md: off → never; all → unless the
+// template says off; opt-in → only when the template says on. A value
 // this collector does not know collects, and says so in reason.
-func decideCollection(p collectionPolicy) (collect bool, reason string) {
-	switch p.system {
+func (p Policy) Decide() (collect bool, reason string) {
+	switch p.System {
 	case "off":
 		return false, "collection is off on the server"
 	case "all":
-		if p.template == "off" {
+		if p.Template == "off" {
 			return false, "collection is off for this template"
 		}
 		return true, "collection is on for all jobs"
 	case "opt-in":
-		if p.template == "on" {
+		if p.Template == "on" {
 			return true, "this template opted in"
 		}
 		return false, "collection is opt-in and this template did not opt in"
 	}
-	return true, fmt.Sprintf("unknown collection setting %q: collecting", p.system)
+	return true, fmt.Sprintf("unknown collection setting %q: collecting", p.System)
 }
 
-// fetchPolicy asks the server for the system setting and, when template is
-// not "", the template's. Without a template the template is "default".
-func fetchPolicy(ctx context.Context, client *http.Client, server, template string) (collectionPolicy, error) {
+// FetchPolicy asks the server at base URL server for the system setting
+// and, when template (a template id) is not "" and collection is not off,
+// the template's; otherwise Template is "default". It gives up after 3s.
+// An error means the server could not be asked: the callers collect.
+func FetchPolicy(ctx context.Context, client *http.Client, server, template string) (Policy, error) {
 	ctx, cancel := context.WithTimeout(ctx, policyTimeout)
 	defer cancel()
 	base := strings.TrimRight(server, "/")
-	p := collectionPolicy{template: "default"}
+	p := Policy{Template: "default"}
 	var settings struct {
 		Collection string `json:"collection"`
 	}
 	if err := getJSON(ctx, client, base+"/api/v1/settings", &settings); err != nil {
 		return p, err
 	}
-	p.system = settings.Collection
-	if template == "" || p.system == "off" {
+	p.System = settings.Collection
+	if template == "" || p.System == "off" {
 		return p, nil
 	}
 	var tmpl struct {
@@ -64,7 +67,7 @@ func fetchPolicy(ctx context.Context, client *http.Client, server, template stri
 	if err := getJSON(ctx, client, base+"/api/v1/templates/"+url.PathEscape(template), &tmpl); err != nil {
 		return p, err
 	}
-	p.template = tmpl.Collection
+	p.Template = tmpl.Collection
 	return p, nil
 }
 

@@ -70,6 +70,12 @@ type SessionConfig struct {
 	// the session's flushing goroutine; it must not block for long
 	// ((*ship.Shipper).Enqueue does not). Required.
 	Send func(body []byte, samples int)
+	// Hold makes batches wait until Release or Close: the caller has yet
+	// to decide whether the job is collected at all (the agent asks the
+	// server's policy once AWX names the job's template), and Discard
+	// then drops every sample taken. MaxPendingSamples does not apply
+	// while held.
+	Hold bool
 	// Logger receives the session's log (nil: discarded).
 	Logger *slog.Logger
 	// Now is the clock samples are stamped with (nil: time.Now).
@@ -90,6 +96,7 @@ type Session struct {
 	now     func() time.Time
 	flush   time.Duration
 	samples atomic.Int64
+	hold    atomic.Bool // batches wait; see SessionConfig.Hold
 
 	mu                    sync.Mutex
 	started, closed       bool
@@ -141,9 +148,15 @@ func newSession(cfg SessionConfig, jobID func() string) *Session {
 		cfg.Now = time.Now
 	}
 	s := &Session{log: cfg.Logger, now: cfg.Now, flush: cfg.FlushInterval}
+	s.hold.Store(cfg.Hold)
 	s.batcher = &batcher{
-		events:     cfg.Events,
-		jobID:      jobID,
+		events: cfg.Events,
+		jobID: func() string {
+			if s.hold.Load() {
+				return ""
+			}
+			return jobID()
+		},
 		settle:     cfg.Settle,
 		maxPending: cfg.MaxPendingSamples,
 		maxSamples: cfg.MaxBatchSamples,
@@ -204,8 +217,33 @@ func (s *Session) StopSampling() {
 	<-done
 }
 
-// Close stops sampling if StopSampling was not called, then sends every
-// sample held, attributed with the task starts Events holds now: call it
+// Release ends a Hold: the held samples go out as they settle.
+func (s *Session) Release() { s.hold.Store(false) }
+
+// Discard stops sampling and flushing and drops every sample not sent
+// yet, for a job that is not to be collected; Close after it does
+// nothing. It returns the samples dropped and those already sent (0 when
+// the session was held until now).
+func (s *Session) Discard() (dropped, sent int) {
+	s.StopSampling()
+	s.mu.Lock()
+	closed := s.closed
+	s.closed = true
+	stop, done := s.batchStop, s.batchDone
+	s.mu.Unlock()
+	if closed {
+		return 0, int(s.samples.Load())
+	}
+	if stop != nil {
+		stop()
+		<-done
+	}
+	dropped = s.batcher.drop()
+	return dropped, int(s.samples.Load()) - dropped
+}
+
+// Close stops sampling if StopSampling was not called, ends a Hold, then
+// sends every sample held, attributed with the task starts Events holds now: call it
 // once the source added the job's last events (and completed the Events),
 // or gave up on them. When it gave up, the samples taken after the
 // source's last answer (and after the newest event) go out with counter 0
@@ -225,6 +263,7 @@ func (s *Session) Close() int {
 		stop()
 		<-done
 	}
+	s.hold.Store(false)
 	s.batcher.flush(s.now(), true)
 	return int(s.samples.Load())
 }

@@ -507,3 +507,62 @@ func TestSessionTaskBoundaries(t *testing.T) {
 		})
 	})
 }
+
+// TestSessionHold: a held session sends nothing, however settled its
+// samples (no events: each is settled at once) and past
+// MaxPendingSamples; Release lets them go, all of them. Discard of a held
+// session drops every sample and sends none, then or at Close.
+func TestSessionHold(t *testing.T) {
+	start := func(t *testing.T) (*Session, *sentBatches) {
+		st := &fakeStats{start: time.Now(), cpuShare: 1, mem: 1000, pids: 2}
+		sent := &sentBatches{t: t}
+		s, err := NewSession(SessionConfig{
+			JobID: "42", Stats: st, PollInterval: 100 * time.Millisecond, MaxPendingSamples: 3,
+			FlushInterval: 250 * time.Millisecond, Hold: true, Send: sent.send, Logger: testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// 10 polls of 3 resources; none sent.
+		if sent.samples != 0 || s.PendingSamples() != 30 {
+			t.Fatalf("held: sent %d, pending %d; want 0 and 30", sent.samples, s.PendingSamples())
+		}
+		return s, sent
+	}
+	t.Run("release", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, sent := start(t)
+			s.Release()
+			time.Sleep(250 * time.Millisecond)
+			synctest.Wait()
+			if sent.samples < 30 || sent.samples+s.PendingSamples() != s.Samples() {
+				t.Fatalf("released: sent %d, pending %d of %d; want the 30 held sent", sent.samples, s.PendingSamples(), s.Samples())
+			}
+			s.Close()
+			if sent.samples != s.Samples() {
+				t.Fatalf("closed: sent %d of %d", sent.samples, s.Samples())
+			}
+		})
+	})
+	t.Run("discard", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, sent := start(t)
+			dropped, gone := s.Discard()
+			// StopSampling took one last sample of memory and of pids;
+			// CPU has no tail at the instant of its last poll.
+			if dropped != 32 || gone != 0 || s.Samples() != 32 {
+				t.Fatalf("Discard = %d dropped, %d sent of %d taken; want 32, 0, 32", dropped, gone, s.Samples())
+			}
+			time.Sleep(time.Second)
+			s.Close()
+			synctest.Wait()
+			if sent.samples != 0 || len(sent.batches) != 0 || s.PendingSamples() != 0 {
+				t.Fatalf("after Discard and Close: sent %d samples in %d batches, %d pending; want none",
+					sent.samples, len(sent.batches), s.PendingSamples())
+			}
+		})
+	})
+}
