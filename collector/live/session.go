@@ -225,18 +225,8 @@ func (s *Session) Release() { s.hold.Store(false) }
 // nothing. It returns the samples dropped and those already sent (0 when
 // the session was held until now).
 func (s *Session) Discard() (dropped, sent int) {
-	s.StopSampling()
-	s.mu.Lock()
-	closed := s.closed
-	s.closed = true
-	stop, done := s.batchStop, s.batchDone
-	s.mu.Unlock()
-	if closed {
+	if !s.shut() {
 		return 0, int(s.samples.Load())
-	}
-	if stop != nil {
-		stop()
-		<-done
 	}
 	dropped = s.batcher.drop()
 	return dropped, int(s.samples.Load()) - dropped
@@ -250,6 +240,18 @@ func (s *Session) Discard() (dropped, sent int) {
 // and no task, logged with their count: a task may have started then
 // that the source never showed. It returns the number of samples taken.
 func (s *Session) Close() int {
+	if !s.shut() {
+		return int(s.samples.Load())
+	}
+	s.hold.Store(false)
+	s.batcher.flush(s.now(), true)
+	return int(s.samples.Load())
+}
+
+// shut stops sampling and the flushing loop, the first step of Close and
+// Discard. It reports false when the session was shut before, and the
+// caller has nothing left to do.
+func (s *Session) shut() bool {
 	s.StopSampling()
 	s.mu.Lock()
 	closed := s.closed
@@ -257,15 +259,13 @@ func (s *Session) Close() int {
 	stop, done := s.batchStop, s.batchDone
 	s.mu.Unlock()
 	if closed {
-		return int(s.samples.Load())
+		return false
 	}
 	if stop != nil {
 		stop()
 		<-done
 	}
-	s.hold.Store(false)
-	s.batcher.flush(s.now(), true)
-	return int(s.samples.Load())
+	return true
 }
 
 // SetInfo sets the job's info; the next batch carries it. A playbook
