@@ -24,9 +24,10 @@
 //     event source, ship sends the batches.
 //
 // The imports point one way: agent uses live, awx, discover, ship, cgroup
-// and ansible; live uses ansible, ship and cgroup; ship and awx use
-// ansible; ansible, cgroup, discover, awx/awxtest and ship/shiptest use no
-// other Peakline package. No collector package imports the server side
+// and ansible; live uses ansible, ship and cgroup; awx uses ansible and
+// ship (its token file and CA bundle are read as every client's are); ship
+// uses ansible; ansible, cgroup, discover, awx/awxtest and ship/shiptest
+// use no other Peakline package. No collector package imports the server side
 // (server, tsdb, downsample, web, bench). imports_test.go checks these
 // arrows.
 package collector

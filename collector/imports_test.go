@@ -19,7 +19,7 @@ var allowed = map[string][]string{
 	"collector/cgroup":        {},
 	"collector/ship":          {"collector/ansible"},
 	"collector/live":          {"collector/ansible", "collector/ship", "collector/cgroup"},
-	"collector/awx":           {"collector/ansible"},
+	"collector/awx":           {"collector/ansible", "collector/ship"},
 	"collector/awx/awxtest":   {},
 	"collector/ship/shiptest": {},
 	"collector/discover":      {},

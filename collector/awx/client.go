@@ -3,7 +3,6 @@ package awx
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/peakline/peakline/collector/ship"
 )
 
 // Defaults of Config.
@@ -114,29 +114,20 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.TokenFile == "" {
 		return nil, errors.New("--awx-token-file: give the file holding a read-only AWX token")
 	}
-	token, err := readToken(cfg.TokenFile)
+	// Read as the server's --token-file is: the token reads every job's
+	// output.
+	token, err := ship.ReadTokenFile("--awx-token-file", cfg.TokenFile, log)
 	if err != nil {
 		return nil, err
 	}
-	// As the server's --token-file: the token reads every job's output.
-	if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("the --awx-token-file can be read by group or others; chmod 600 it", "awx_token_file", cfg.TokenFile, "mode", fi.Mode().Perm().String())
-	}
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+	if u.Scheme == "http" && !ship.IsLoopback(u.Hostname()) {
 		log.Warn("the AWX token goes in clear over http; use an https:// --awx-url", "awx_url", cfg.URL, "token_file", cfg.TokenFile)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
+		pool, err := ship.CertPool("--awx-ca-file", cfg.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--awx-ca-file: cannot read CA bundle: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--awx-ca-file: %s holds no PEM certificate", cfg.CAFile)
+			return nil, err
 		}
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
@@ -173,25 +164,6 @@ func cmpOr[T int | int64 | time.Duration](v, def T) T {
 		return v
 	}
 	return def
-}
-
-// readToken reads a bearer token file: one line, surrounding whitespace
-// trimmed. The token is never part of an error.
-func readToken(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--awx-token-file: cannot read token file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("--awx-token-file: %s is empty; it must hold an AWX token", file)
-	}
-	for _, r := range token {
-		if r <= ' ' || r > '~' {
-			return "", fmt.Errorf("--awx-token-file: %s must hold the token alone, one line without spaces or control characters", file)
-		}
-	}
-	return token, nil
 }
 
 // URL returns the base URL the client talks to.
@@ -395,12 +367,4 @@ func retryAfter(h string) time.Duration {
 		return 0
 	}
 	return min(time.Duration(n)*time.Second, maxRetryAfter)
-}
-
-// isLoopback tells whether host (no port) is this machine.
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	return strings.HasPrefix(host, "127.") || host == "::1"
 }

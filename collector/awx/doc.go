@@ -21,7 +21,8 @@
 // It does not own sampling, attribution of samples to tasks or shipping:
 // those stay in collector/live, collector/ansible and collector/ship, which
 // take the events this package reads (Event.JobEvent, Job.Info). It imports
-// collector/ansible only.
+// collector/ansible, and collector/ship for reading the token file and the
+// CA bundle as every client does.
 //
 // The AWX API facts relied on, read from the AWX sources (ansible/awx,
 // releases 21 to 24):

@@ -66,12 +66,12 @@ func NewTransport(cfg TransportConfig, serverURL string, log *slog.Logger) (*Tra
 	}
 	t := &Transport{origin: strings.ToLower(u.Scheme + "://" + u.Host), tokenFile: cfg.TokenFile}
 	if cfg.TokenFile != "" {
-		token, err := readToken(cfg.TokenFile, log)
+		token, err := ReadTokenFile("--token-file", cfg.TokenFile, log)
 		if err != nil {
 			return nil, err
 		}
 		t.header = "Bearer " + token
-		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		if u.Scheme == "http" && !IsLoopback(u.Hostname()) {
 			log.Warn("the token goes in clear over http to a host that is not loopback; use an https:// --server",
 				"server", serverURL, "token_file", cfg.TokenFile)
 		}
@@ -89,28 +89,50 @@ func NewTransport(cfg TransportConfig, serverURL string, log *slog.Logger) (*Tra
 	return t, nil
 }
 
-// readToken reads a bearer token file: one line, surrounding whitespace
-// trimmed.
-func readToken(file string, log *slog.Logger) (string, error) {
+// ReadTokenFile reads the bearer token file that flag names: one line,
+// surrounding whitespace trimmed. An unreadable or empty file, or one
+// holding more than the token, is an error naming flag and the file; a
+// file readable by group or others is only warned about on log. The token
+// is never part of an error or a log line. Every client of a server or of
+// AWX reads its token with it.
+func ReadTokenFile(flag, file string, log *slog.Logger) (string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("--token-file: cannot read token file: %w", err)
+		return "", fmt.Errorf("%s: cannot read token file: %w", flag, err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("--token-file: %s is empty; it must hold the token", file)
+		return "", fmt.Errorf("%s: %s is empty; it must hold the token", flag, file)
 	}
 	for _, c := range token {
 		// RFC 6750 b64token characters are a subset of these; a space or a
 		// second line means the file is not a bare token.
 		if c <= ' ' || c > '~' {
-			return "", fmt.Errorf("--token-file: %s must hold the token alone, one line without spaces or control characters", file)
+			return "", fmt.Errorf("%s: %s must hold the token alone, one line without spaces or control characters", flag, file)
 		}
 	}
 	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("the token file can be read by group or others; chmod 600 it", "token_file", file, "mode", fi.Mode().Perm().String())
+		log.Warn("the "+flag+" file can be read by group or others; chmod 600 it", "token_file", file, "mode", fi.Mode().Perm().String())
 	}
 	return token, nil
+}
+
+// CertPool returns the system roots plus the certificates of the PEM CA
+// bundle that flag names. A file that cannot be read or holds no
+// certificate is an error naming flag and the file.
+func CertPool(flag, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read CA bundle: %w", flag, err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: %s holds no PEM certificate", flag, file)
+	}
+	return pool, nil
 }
 
 // clientTLSConfig makes the TLS settings of cfg; nil when cfg has none.
@@ -123,16 +145,9 @@ func clientTLSConfig(cfg TransportConfig) (*tls.Config, error) {
 	}
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
+		pool, err := CertPool("--ca-file", cfg.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca-file: cannot read CA bundle: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file: %s holds no PEM certificate", cfg.CAFile)
+			return nil, err
 		}
 		conf.RootCAs = pool
 	}
@@ -146,8 +161,9 @@ func clientTLSConfig(cfg TransportConfig) (*tls.Config, error) {
 	return conf, nil
 }
 
-// isLoopback tells whether host (no port) is this machine.
-func isLoopback(host string) bool {
+// IsLoopback tells whether host (no port) is this machine: a token sent
+// to it over http:// does not cross the network.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
