@@ -2,7 +2,6 @@ package query_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -110,10 +109,7 @@ func TestTransformAndAggregateCoverage(t *testing.T) {
 			_, err := e.Translate(context.Background(), q, testBase.Add(-10*time.Minute), testBase, time.Minute)
 			if why, ok := leftOut[name]; ok {
 				left++
-				var qe *query.Error
-				if !errors.As(err, &qe) || qe.Type != query.ErrBadData || !strings.Contains(err.Error(), `"`+name+`"`) || why == "" {
-					t.Errorf("%s (left out): %v, want bad_data naming it", q, err)
-				}
+				checkLeftOut(t, q, name, why, err)
 				continue
 			}
 			if err != nil {
