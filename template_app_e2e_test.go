@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,13 +16,7 @@ import (
 // the added task, and flags exactly the duration of 9003's "wait a bit".
 func TestTemplateRunsAppEndToEnd(t *testing.T) {
 	s := serve(t, "--data", t.TempDir())
-	runs, err := filepath.Glob("testdata/ansible/template-runs-app/900?")
-	if err != nil || len(runs) != 5 {
-		t.Fatalf("template runs: %q %v, want 5", runs, err)
-	}
-	if out, err := run(t, append([]string{"import", "--server", s.URL}, runs...)...); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
+	importTemplateRuns(t, s.URL, "testdata/ansible/template-runs-app/900?", 5)
 	var h struct {
 		Runs []struct {
 			JobID  string `json:"job_id"`

@@ -34,13 +34,7 @@ func httpJSON(t *testing.T, url string, dst any) {
 // and nothing else, in any run; the CI gate fails 1005 and passes 1006.
 func TestTemplateRunsEndToEnd(t *testing.T) {
 	s := serve(t, "--data", t.TempDir())
-	runs, err := filepath.Glob("testdata/ansible/template-runs/100?")
-	if err != nil || len(runs) != 6 {
-		t.Fatalf("template runs: %q %v, want 6", runs, err)
-	}
-	if out, err := run(t, append([]string{"import", "--server", s.URL}, runs...)...); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
+	runs := importTemplateRuns(t, s.URL, "testdata/ansible/template-runs/100?", 6)
 	// The template, name, status and playbook come from the tree.
 	var jobs struct {
 		Jobs []struct {
@@ -120,4 +114,25 @@ func TestTemplateRunsEndToEnd(t *testing.T) {
 	if len(jobs.Jobs) != 1 || jobs.Jobs[0].JobID != "x1" || jobs.Jobs[0].TemplateName != "other" || jobs.Jobs[0].Status != "successful" {
 		t.Errorf("jobs of template 8: %+v, want x1 named other", jobs.Jobs)
 	}
+}
+
+// templateRuns returns the run directories glob names, which must be want.
+func templateRuns(t *testing.T, glob string, want int) []string {
+	t.Helper()
+	runs, err := filepath.Glob(glob)
+	if err != nil || len(runs) != want {
+		t.Fatalf("template runs: %q %v, want %d", runs, err, want)
+	}
+	return runs
+}
+
+// importTemplateRuns imports the want run directories glob names through
+// the server at url, and returns them.
+func importTemplateRuns(t *testing.T, url, glob string, want int) []string {
+	t.Helper()
+	runs := templateRuns(t, glob, want)
+	if out, err := run(t, append([]string{"import", "--server", url}, runs...)...); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	return runs
 }

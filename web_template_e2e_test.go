@@ -64,10 +64,7 @@ func TestTemplatePage(t *testing.T) {
 	}
 	bin := webBuild(t)
 	data := t.TempDir()
-	runs, err := filepath.Glob("testdata/ansible/template-runs/100?")
-	if err != nil || len(runs) != 6 {
-		t.Fatalf("template runs: %q, %v; want 6 dirs", runs, err)
-	}
+	runs := templateRuns(t, "testdata/ansible/template-runs/100?", 6)
 	if out, err := exec.Command(bin, append([]string{"import", "--data", data}, runs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("peakline import: %v\n%s", err, out)
 	}
