@@ -28,20 +28,11 @@ type idleJob struct {
 func (n *e2eNode) startIdleJob(id, tmpl int64, secs int) *idleJob {
 	t := n.t
 	t.Helper()
-	// A copy of sleep named ansible-playbook: its comm is what discovery
-	// trusts to read JOB_ID from.
-	sleeper := filepath.Join(t.TempDir(), "ansible-playbook")
-	src, err := exec.LookPath("sleep")
-	must(t, err)
-	bin, err := os.ReadFile(src)
-	must(t, err)
-	must(t, os.WriteFile(sleeper, bin, 0o755))
+	sleeper := idleSleeper(t, t.TempDir())
 	meta := awxtest.Job{ID: id, Name: "idle", Status: "running", TemplateID: tmpl, TemplateName: "idle",
 		Playbook: "site.yml", ExecutionNode: "node1", Started: time.Now()}
 	n.awx.AddJob(meta, "")
-	procs := n.podmanCgroup()
-	cmd := exec.Command("sh", append([]string{"-c", `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec "$SLEEPER" ` + strconv.Itoa(secs), "job"}, procs...)...)
-	cmd.Env = append(os.Environ(), "SLEEPER="+sleeper, fmt.Sprintf("JOB_ID=%d", id))
+	cmd := idleCommand(sleeper, id, secs, n.podmanCgroup())
 	must(t, cmd.Start())
 	j := &idleJob{id: id, done: make(chan struct{})}
 	go func() {
@@ -55,6 +46,27 @@ func (n *e2eNode) startIdleJob(id, tmpl int64, secs int) *idleJob {
 		<-j.done
 	})
 	return j
+}
+
+// idleSleeper copies sleep into dir as ansible-playbook, whose comm is
+// what discovery trusts to read JOB_ID from, and returns its path.
+func idleSleeper(tb testing.TB, dir string) string {
+	tb.Helper()
+	sleeper := filepath.Join(dir, "ansible-playbook")
+	src, err := exec.LookPath("sleep")
+	must2(tb, err)
+	bin, err := os.ReadFile(src)
+	must2(tb, err)
+	must2(tb, os.WriteFile(sleeper, bin, 0o755))
+	return sleeper
+}
+
+// idleCommand is job id's process: it joins the cgroups whose cgroup.procs
+// files are procs, then sleeps secs seconds as sleeper, with JOB_ID set.
+func idleCommand(sleeper string, id int64, secs int, procs []string) *exec.Cmd {
+	cmd := exec.Command("sh", append([]string{"-c", `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec "$SLEEPER" ` + strconv.Itoa(secs), "job"}, procs...)...)
+	cmd.Env = append(os.Environ(), "SLEEPER="+sleeper, fmt.Sprintf("JOB_ID=%d", id))
+	return cmd
 }
 
 // wait waits for the job's process to exit.

@@ -82,14 +82,7 @@ func runIdleAgent(b *testing.B, jobs int, d time.Duration) (time.Duration, int64
 	dir := b.TempDir()
 	tokenFile := filepath.Join(dir, "awx-token")
 	must2(b, os.WriteFile(tokenFile, []byte(awxToken), 0o600))
-	// A copy of sleep named ansible-playbook: its comm is what discovery
-	// trusts to read JOB_ID from.
-	sleeper := filepath.Join(dir, "ansible-playbook")
-	src, err := exec.LookPath("sleep")
-	must2(b, err)
-	bin, err := os.ReadFile(src)
-	must2(b, err)
-	must2(b, os.WriteFile(sleeper, bin, 0o755))
+	sleeper := idleSleeper(b, dir)
 
 	parent := fmt.Sprintf("peakline-agent-bench-%d-%d", os.Getpid(), benchSeq.Add(1))
 	defer removeCgroupTree(parent)
@@ -110,8 +103,7 @@ func runIdleAgent(b *testing.B, jobs int, d time.Duration) (time.Duration, int64
 			must2(b, os.MkdirAll(d, 0o755))
 			files = append(files, filepath.Join(d, "cgroup.procs"))
 		}
-		cmd := exec.Command("sh", append([]string{"-c", `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec "$SLEEPER" 3600`, "job"}, files...)...)
-		cmd.Env = append(os.Environ(), "SLEEPER="+sleeper, fmt.Sprintf("JOB_ID=%d", id))
+		cmd := idleCommand(sleeper, id, 3600, files)
 		must2(b, cmd.Start())
 		procs = append(procs, cmd)
 	}
