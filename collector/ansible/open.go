@@ -115,6 +115,12 @@ func (g fileGate) open(path string) (*boundedFile, error) {
 	if err := g.check(path); err != nil {
 		return nil, err
 	}
+	return g.openChecked(path)
+}
+
+// openChecked is open after the check: what it opens may have been
+// swapped since.
+func (g fileGate) openChecked(path string) (*boundedFile, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err

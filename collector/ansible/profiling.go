@@ -185,19 +185,20 @@ func parseJSONSeq(dst []sample, src io.Reader, resource uint8, defUUID string, i
 		}
 		record++
 		r, ts, v, fast := fastRecord(text, in)
-		if fast {
-			r.Timestamp, r.Value = &ts, &v
-		} else if err := json.Unmarshal(text, &r); err != nil {
-			return dst, &lineError{line: recLine, record: record, err: explainJSONSeqError(text, err)}
-		}
-		if r.Timestamp == nil || r.Value == nil {
-			return dst, &lineError{line: recLine, record: record, err: errors.New(`record lacks "timestamp" or "value"`)}
+		if !fast {
+			if err := json.Unmarshal(text, &r); err != nil {
+				return dst, &lineError{line: recLine, record: record, err: explainJSONSeqError(text, err)}
+			}
+			if r.Timestamp == nil || r.Value == nil {
+				return dst, &lineError{line: recLine, record: record, err: errors.New(`record lacks "timestamp" or "value"`)}
+			}
+			ts, v = *r.Timestamp, *r.Value
 		}
 		uuid := r.TaskUUID
 		if uuid == "" {
 			uuid = defUUID
 		}
-		s, err := newSample(resource, *r.Timestamp, *r.Value, in.get(uuid), in.get(r.TaskName))
+		s, err := newSample(resource, ts, v, in.get(uuid), in.get(r.TaskName))
 		if err != nil {
 			return dst, &lineError{line: recLine, record: record, err: err}
 		}
