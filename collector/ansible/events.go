@@ -2,10 +2,8 @@ package ansible
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,19 +41,23 @@ func IsTaskStart(event string) bool {
 
 // rawEvent is the part of an ansible-runner job event file Read uses.
 type rawEvent struct {
-	UUID      string `json:"uuid"`
-	Counter   *int64 `json:"counter"`
-	Event     string `json:"event"`
-	Created   string `json:"created"`
-	EventData *struct {
-		Task     string `json:"task"`
-		Name     string `json:"name"`
-		TaskUUID string `json:"task_uuid"`
-		Play     string `json:"play"`
-		Role     string `json:"role"`
-		TaskPath string `json:"task_path"`
-		Playbook string `json:"playbook"`
-	} `json:"event_data"` // absent or null on verbose events
+	UUID      string     `json:"uuid"`
+	Counter   *int64     `json:"counter"`
+	Event     string     `json:"event"`
+	Created   string     `json:"created"`
+	EventData *eventData `json:"event_data"` // absent or null on verbose events
+}
+
+// eventData is the part of a job event's event_data Read uses; absent or
+// null on verbose events.
+type eventData struct {
+	Task     string `json:"task"`
+	Name     string `json:"name"`
+	TaskUUID string `json:"task_uuid"`
+	Play     string `json:"play"`
+	Role     string `json:"role"`
+	TaskPath string `json:"task_path"`
+	Playbook string `json:"playbook"`
 }
 
 // ListEventFiles lists dir's job event files: <counter>-<uuid>.json. The
@@ -143,25 +145,6 @@ func readEventFile(gate fileGate, path string, in *interner) (JobEvent, error) {
 		ev.TaskUUID = raw.UUID // the task start event's uuid is the task's
 	}
 	return ev, nil
-}
-
-// decodeEvent decodes the one JSON document of an event file, which must
-// hold nothing else, as json.Unmarshal would.
-func decodeEvent(r io.Reader, raw *rawEvent) error {
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(raw); err != nil {
-		if err == io.EOF {
-			return errors.New("unexpected end of JSON input")
-		}
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		if err == nil {
-			return errors.New("invalid character after top-level value")
-		}
-		return err
-	}
-	return nil
 }
 
 // isReadError reports whether err says the file could not be read, rather

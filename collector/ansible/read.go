@@ -66,9 +66,9 @@ type ReadOptions struct {
 // reads any, so a named pipe, a device, a socket (ErrNotRegular), a file
 // over the limit (ErrTooLarge) or a link out of the tree (ErrOutsideTree)
 // is refused at once, and no read blocks. Profiling files are read a record
-// at a time, so their reading holds memory for one record (at most 1 MiB)
-// besides the samples; a job event file is one JSON document, held whole
-// while it is parsed.
+// at a time (a record is at most 1 MiB), and a job event file a byte at a
+// time, keeping only the fields Read uses (each at most 1 MiB): memory
+// follows the samples and events read, not the size of the files.
 //
 // Read parses every file before it returns: on any error it returns no job.
 // Errors name the file, and the line (and JSON-seq record) where it applies;

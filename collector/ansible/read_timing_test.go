@@ -106,3 +106,33 @@ func BenchmarkReadProfile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadEvent reads a job event file whose stdout holds size bytes
+// of a task's output, and reports the bytes allocated per byte of file.
+//
+//	go test -run '^$' -bench BenchmarkReadEvent -benchmem ./collector/ansible/ | benchstat -
+func BenchmarkReadEvent(b *testing.B) {
+	for _, size := range []int{1 << 10, 1 << 20, 16 << 20} {
+		b.Run(fmt.Sprintf("stdout=%d", size), func(b *testing.B) {
+			p := filepath.Join(b.TempDir(), "7-c81db707-8d10-4071-936e-b57264864300.json")
+			body := `{"uuid": "c81db707-8d10-4071-936e-b57264864300", "counter": 7, "event": "runner_on_ok", "stdout": "` +
+				strings.Repeat("ok: [localhost] \\u001b[0m\\n", size/26+1)[:size] +
+				`", "created": "2026-11-30T03:39:35.979439", "event_data": {"task": "t", "task_uuid": "02fc0000-0001-bfc5-3899-000000000005"}}`
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			r := NewEventReader()
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			for b.Loop() {
+				if ev, err := r.ReadFile(p); err != nil || ev.Counter != 7 || ev.Task != "t" {
+					b.Fatalf("ReadFile: %+v, %v", ev, err)
+				}
+			}
+			runtime.ReadMemStats(&ms1)
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/float64(len(body)), "alloc-B/file-B")
+		})
+	}
+}
