@@ -59,41 +59,47 @@ func newFileGate(root string, maxBytes int64) (fileGate, error) {
 // whose real path lies under g.root. It opens nothing, so a named pipe
 // cannot block it. A missing file wraps fs.ErrNotExist.
 func (g fileGate) check(path string) error {
+	_, err := g.stat(path)
+	return err
+}
+
+// stat is check, returning what the file checked is.
+func (g fileGate) stat(path string) (fs.FileInfo, error) {
 	lfi, err := os.Lstat(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fi, real := lfi, ""
 	if lfi.Mode()&fs.ModeSymlink != 0 {
 		if real, err = filepath.EvalSymlinks(path); err != nil {
-			return fmt.Errorf("cannot resolve symbolic link: %w", err)
+			return nil, fmt.Errorf("cannot resolve symbolic link: %w", err)
 		}
 		if fi, err = os.Stat(real); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := g.checkInfo(fi); err != nil {
 		if real != "" {
-			return fmt.Errorf("%w (the symbolic link leads to %q)", err, real)
+			return nil, fmt.Errorf("%w (the symbolic link leads to %q)", err, real)
 		}
-		return err
+		return nil, err
 	}
 	if g.root == "" {
-		return nil
+		return fi, nil
 	}
 	if real == "" {
 		// A directory above the file may be a link out of the tree.
 		if real, err = filepath.EvalSymlinks(path); err != nil {
-			return fmt.Errorf("cannot resolve: %w", err)
+			return nil, fmt.Errorf("cannot resolve: %w", err)
 		}
 	}
 	if abs, err := filepath.Abs(real); err == nil {
 		real = abs
 	}
 	if rel, err := filepath.Rel(g.root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return fmt.Errorf("%w: it leads to %q, outside %q", ErrOutsideTree, real, g.root)
+		return nil, fmt.Errorf("%w: it leads to %q, outside %q", ErrOutsideTree, real, g.root)
 	}
-	return nil
+	return fi, nil
 }
 
 // checkInfo refuses what is not a regular file of at most g.maxBytes.
@@ -109,18 +115,22 @@ func (g fileGate) checkInfo(fi fs.FileInfo) error {
 
 // open checks path (see check) and opens it for a bounded read. The open
 // does not block on a named pipe swapped in after the check (O_NONBLOCK),
-// and the opened file is checked again; reads past g.maxBytes fail with
-// ErrTooLarge (a file that grows while it is read).
+// and the opened file must be the one checked; reads past g.maxBytes fail
+// with ErrTooLarge (a file that grows while it is read).
 func (g fileGate) open(path string) (*boundedFile, error) {
-	if err := g.check(path); err != nil {
+	checked, err := g.stat(path)
+	if err != nil {
 		return nil, err
 	}
-	return g.openChecked(path)
+	return g.openChecked(path, checked)
 }
 
-// openChecked is open after the check: what it opens may have been
-// swapped since.
-func (g fileGate) openChecked(path string) (*boundedFile, error) {
+// errChanged means a file was replaced between its check and its open.
+var errChanged = errors.New("replaced while it was opened; read again")
+
+// openChecked is open after the check that found checked (nil: none):
+// what path names may have been swapped since.
+func (g fileGate) openChecked(path string, checked fs.FileInfo) (*boundedFile, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -128,6 +138,9 @@ func (g fileGate) openChecked(path string) (*boundedFile, error) {
 	fi, err := f.Stat()
 	if err == nil {
 		err = g.checkInfo(fi)
+	}
+	if err == nil && checked != nil && !os.SameFile(checked, fi) {
+		err = errChanged
 	}
 	if err != nil {
 		f.Close()

@@ -221,7 +221,7 @@ func TestOpenDoesNotBlockOnSwappedFIFO(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		f, err := g.openChecked(p) // as after a check that saw a regular file
+		f, err := g.openChecked(p, nil) // as after a check that saw a regular file
 		if f != nil {
 			f.Close()
 		}
@@ -234,6 +234,42 @@ func TestOpenDoesNotBlockOnSwappedFIFO(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("open of a named pipe blocked")
+	}
+}
+
+// TestOpenRefusesAFileSwappedAfterItsCheck: a link retargeted out of the
+// tree between the check and the open is not read.
+func TestOpenRefusesAFileSwappedAfterItsCheck(t *testing.T) {
+	root := t.TempDir()
+	inside, outside := filepath.Join(root, "cpu-real.json"), filepath.Join(t.TempDir(), "secret.json")
+	for _, p := range []string{inside, outside} {
+		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(root, "cpu.json")
+	if err := os.Symlink(inside, link); err != nil {
+		t.Fatal(err)
+	}
+	g, err := newFileGate(root, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := g.stat(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := g.openChecked(link, checked); !errors.Is(err, errChanged) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("open of a link retargeted after its check: %v, want errChanged", err)
 	}
 }
 
