@@ -117,6 +117,7 @@ func TestImportFlags(t *testing.T) {
 	f("--data or --server", "import", "--data", t.TempDir(), "--server", "http://127.0.0.1:1", "testdata/ansible/runner-basic")
 	f("--job", "import", "--data", t.TempDir(), "--job", "x", "testdata/ansible/runner-basic", "testdata/ansible/recap-csv")
 	f("requires at least 1 arg", "import", "--data", t.TempDir())
+	f("--max-file-size", "import", "--data", t.TempDir(), "--max-file-size", "0", "testdata/ansible/runner-basic")
 	f("--events-url", "serve", "--data", t.TempDir(), "--events-url", "https://awx.example/jobs/{job_id}")
 	f("--data", "serve")
 }

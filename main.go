@@ -230,6 +230,7 @@ func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 	var awxCfg awx.Config
 	var keep string
 	var force bool
+	var maxFileBytes int64
 	cmd := &cobra.Command{
 		Use:   "import [--data DIR | --server URL] [--job ID] [--template ID] [--template-name NAME] [--awx-url URL --awx-token-file FILE] PATH... | import --awx-url URL --awx-token-file FILE --job N [--data DIR | --server URL]",
 		Short: "Import ansible-runner, cgroup_perf_recap or AWX profiling trees",
@@ -240,6 +241,12 @@ func importCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 and stores its jobs, either directly in a store (--data, server stopped) or
 by posting ingest batches to a running server (--server). Importing the
 same tree twice stores nothing twice.
+
+Every tree is read whole before anything is stored. Import reads regular
+files only, each of at most --max-file-size bytes, and within the tree
+(symbolic links leading out of it are refused): a named pipe, a device, a
+socket, a larger file or such a link fails the import at once, naming the
+file, and nothing is stored.
 
 A runner dir's env/extravars (as AWX writes them: awx_job_id,
 awx_job_template_id, awx_job_template_name, or tower_*) give the job its
@@ -293,6 +300,9 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 			if len(paths) == 0 && (awxCfg.URL == "" || jobID == "") {
 				return errors.New("requires at least 1 arg(s), only received 0: give the PATH to import, or --awx-url with --job and no PATH to re-attribute a job already stored")
 			}
+			if maxFileBytes <= 0 {
+				return fmt.Errorf("--max-file-size: must be a positive number of bytes, got %d", maxFileBytes)
+			}
 			if (keep != "" || force) && len(paths) > 0 {
 				return errors.New("--keep and --force: only with --awx-url and no PATH (re-attributing a stored job)")
 			}
@@ -322,7 +332,11 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
 				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
 			}
+			opts.MaxFileBytes = maxFileBytes
 			jobs, err := readJobs(cmd.ErrOrStderr(), paths, opts)
+			if errors.Is(err, ansible.ErrTooLarge) {
+				return fmt.Errorf("%w; raise --max-file-size (now %d bytes) to import it", err, maxFileBytes)
+			}
 			if err != nil {
 				return err
 			}
@@ -384,6 +398,7 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 	awxFlags(f, &awxCfg)
 	f.StringVar(&keep, "keep", "", "with --awx-url and no PATH: file to keep the re-attributed job in before the stored one is replaced (default: a new file in the user cache dir)")
 	f.BoolVar(&force, "force", false, "with --awx-url and no PATH: re-attribute even when no stored sample lies within the span of AWX's events")
+	f.Int64Var(&maxFileBytes, "max-file-size", ansible.DefaultMaxFileBytes, "largest file, in bytes, import reads: a larger one fails the import, naming it")
 	return cmd
 }
 
@@ -395,7 +410,7 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 	}
 	var all []*ansible.Job
 	for _, p := range paths {
-		if j, ok, err := readKeptJob(p); ok || err != nil { // reattr.go
+		if j, ok, err := readKeptJob(p, opts.MaxFileBytes); ok || err != nil { // reattr.go
 			if err != nil {
 				return nil, err
 			}

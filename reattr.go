@@ -346,12 +346,15 @@ func keepJob(o reattrOptions, j *ansible.Job) (string, error) {
 // readKeptJob reads a file of JSON ingest batches of one job (as keepJob
 // writes them) into one job. ok is false when path is not a regular file
 // starting with a JSON object: not such a file.
-func readKeptJob(path string) (j *ansible.Job, ok bool, err error) {
+//
+// It reads at most maxBytes (0: ansible.DefaultMaxFileBytes), and holds
+// one batch at a time besides the job.
+func readKeptJob(path string, maxBytes int64) (j *ansible.Job, ok bool, err error) {
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil, false, nil
 	}
-	f, err := os.Open(path)
+	f, err := ansible.OpenRegular(path, maxBytes)
 	if err != nil {
 		return nil, true, fmt.Errorf("open batch file %s: %w", path, err)
 	}

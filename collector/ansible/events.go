@@ -2,8 +2,9 @@ package ansible
 
 import (
 	"cmp"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,19 +41,23 @@ func IsTaskStart(event string) bool {
 
 // rawEvent is the part of an ansible-runner job event file Read uses.
 type rawEvent struct {
-	UUID      string `json:"uuid"`
-	Counter   *int64 `json:"counter"`
-	Event     string `json:"event"`
-	Created   string `json:"created"`
-	EventData *struct {
-		Task     string `json:"task"`
-		Name     string `json:"name"`
-		TaskUUID string `json:"task_uuid"`
-		Play     string `json:"play"`
-		Role     string `json:"role"`
-		TaskPath string `json:"task_path"`
-		Playbook string `json:"playbook"`
-	} `json:"event_data"` // absent or null on verbose events
+	UUID      string     `json:"uuid"`
+	Counter   *int64     `json:"counter"`
+	Event     string     `json:"event"`
+	Created   string     `json:"created"`
+	EventData *eventData `json:"event_data"` // absent or null on verbose events
+}
+
+// eventData is the part of a job event's event_data Read uses; absent or
+// null on verbose events.
+type eventData struct {
+	Task     string `json:"task"`
+	Name     string `json:"name"`
+	TaskUUID string `json:"task_uuid"`
+	Play     string `json:"play"`
+	Role     string `json:"role"`
+	TaskPath string `json:"task_path"`
+	Playbook string `json:"playbook"`
 }
 
 // ListEventFiles lists dir's job event files: <counter>-<uuid>.json. The
@@ -75,26 +80,40 @@ func ListEventFiles(dir string) ([]string, error) {
 }
 
 // EventReader reads job event files one at a time, sharing the strings
-// that repeat across a job's events (task names, uuids, plays). It is not
-// safe for concurrent use.
-type EventReader struct{ in *interner }
+// that repeat across a job's events (task names, uuids, plays). It reads
+// regular files of at most DefaultMaxFileBytes only, as Read does. It is
+// not safe for concurrent use.
+type EventReader struct {
+	in   *interner
+	gate fileGate
+}
 
 // NewEventReader returns a reader with nothing shared yet.
-func NewEventReader() *EventReader { return &EventReader{in: newInterner()} }
+func NewEventReader() *EventReader {
+	g, _ := newFileGate("", 0)
+	return &EventReader{in: newInterner(), gate: g}
+}
 
 // ReadFile reads one job event file (<counter>-<uuid>.json). An error
 // wrapping ErrBadEvent means the file is not (or not yet) a job event;
-// one wrapping fs.ErrNotExist that it is gone.
-func (r *EventReader) ReadFile(path string) (JobEvent, error) { return readEventFile(path, r.in) }
+// one wrapping fs.ErrNotExist that it is gone; ErrNotRegular or
+// ErrTooLarge that it is not read.
+func (r *EventReader) ReadFile(path string) (JobEvent, error) {
+	return readEventFile(r.gate, path, r.in)
+}
 
-// readEventFile reads one job event file.
-func readEventFile(path string, in *interner) (JobEvent, error) {
-	data, err := os.ReadFile(path)
+// readEventFile reads one job event file through gate.
+func readEventFile(gate fileGate, path string, in *interner) (JobEvent, error) {
+	f, err := gate.open(path)
 	if err != nil {
 		return JobEvent{}, fmt.Errorf("cannot read job event file %q: %w", path, err)
 	}
+	defer f.Close()
 	var raw rawEvent
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := decodeEvent(f, &raw); err != nil {
+		if isReadError(err) {
+			return JobEvent{}, fmt.Errorf("cannot read job event file %q: %w", path, err)
+		}
 		return JobEvent{}, fmt.Errorf("cannot parse job event file %q: %w: %w", path, ErrBadEvent, err)
 	}
 	if raw.Counter == nil {
@@ -126,6 +145,13 @@ func readEventFile(path string, in *interner) (JobEvent, error) {
 		ev.TaskUUID = raw.UUID // the task start event's uuid is the task's
 	}
 	return ev, nil
+}
+
+// isReadError reports whether err says the file could not be read, rather
+// than that what it holds is not a job event.
+func isReadError(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) || errors.Is(err, ErrTooLarge)
 }
 
 // createdLayouts are the forms of an event's "created" time: Python's

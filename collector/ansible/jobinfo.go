@@ -1,12 +1,8 @@
 package ansible
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +13,9 @@ import (
 // maxExtravarsBytes bounds the env/extravars file Read parses: AWX's are
 // a few kilobytes; a larger one is not read.
 const maxExtravarsBytes = 4 << 20
+
+// maxStatusBytes bounds artifacts/<ident>/status: one word.
+const maxStatusBytes = 4 << 10
 
 // awxVars is what the job template part of env/extravars holds, as AWX
 // (awx_*) and Tower (tower_*) write it.
@@ -29,22 +28,14 @@ type awxVars struct {
 // readExtravars reads the AWX identity from a private data dir's
 // env/extravars, YAML or JSON (ansible-runner takes both). A missing file
 // is no error and yields nothing; awx_* names win over tower_* ones.
-func readExtravars(pdd string) (awxVars, error) {
+func readExtravars(gate fileGate, pdd string) (awxVars, error) {
 	path := filepath.Join(pdd, "env", "extravars")
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return awxVars{}, nil
-	}
-	if err != nil {
-		return awxVars{}, fmt.Errorf("cannot read extravars: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxExtravarsBytes+1))
+	data, err := gate.readSmall(path, maxExtravarsBytes)
 	if err != nil {
 		return awxVars{}, fmt.Errorf("cannot read extravars %q: %w", path, err)
 	}
-	if len(data) > maxExtravarsBytes {
-		return awxVars{}, fmt.Errorf("cannot read extravars %q: larger than %d bytes", path, maxExtravarsBytes)
+	if data == nil {
+		return awxVars{}, nil
 	}
 	// JSON is YAML, so one parser reads both forms.
 	var raw map[string]any
@@ -108,13 +99,11 @@ func scalarString(v any) (string, error) {
 // readStatus reads artifacts/<ident>/status, which ansible-runner writes
 // at the end of a run (successful, failed, timeout, canceled); "" when
 // there is none.
-func readStatus(identDir string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(identDir, "status"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
+func readStatus(gate fileGate, identDir string) (string, error) {
+	path := filepath.Join(identDir, "status")
+	data, err := gate.readSmall(path, maxStatusBytes)
 	if err != nil {
-		return "", fmt.Errorf("cannot read runner status: %w", err)
+		return "", fmt.Errorf("cannot read runner status %q: %w", path, err)
 	}
 	s := strings.TrimSpace(string(data))
 	if len(s) > 32 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e }) {

@@ -36,6 +36,9 @@ func findSources(path string) ([]source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %q: %w; %s", path, err, layoutsWanted)
 	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("cannot read %q: %w: it is %s; %s", path, ErrNotRegular, kindOf(fi.Mode()), layoutsWanted)
+	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("cannot read %q: %w: it is a file; %s", path, ErrNoLayout, layoutsWanted)
 	}

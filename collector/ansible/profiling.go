@@ -1,6 +1,7 @@
 package ansible
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -134,56 +135,80 @@ type jsonSeqRecord struct {
 	Value     *float64 `json:"value"`
 }
 
-// parseJSONSeq appends the samples of an RFC 7464 JSON text sequence
-// (0x1E, JSON text, LF) to dst. defUUID stands in for records without a
-// task_uuid. Errors are *lineError. Empty input is no samples.
-func parseJSONSeq(dst []sample, data []byte, resource uint8, defUUID string, in *interner) ([]sample, error) {
-	line := 1
-	rest := data
-	// Whitespace before the first RS is tolerated (an editor's newline).
-	for len(rest) > 0 && rest[0] != recordSeparator {
-		if !isJSONSpace(rest[0]) {
-			return dst, &lineError{line: line, record: 1, err: fmt.Errorf("found %q where a record separator 0x1E should start the record", rest[0])}
-		}
-		if rest[0] == '\n' {
-			line++
-		}
-		rest = rest[1:]
+// maxRecordBytes bounds one JSON-seq record or CSV row, and so the memory a
+// profiling file's read holds whatever its size: the plugins write about
+// 100 bytes a record.
+const maxRecordBytes = 1 << 20
+
+// errLongRecord is the error of a record longer than maxRecordBytes.
+var errLongRecord = fmt.Errorf("record longer than %d bytes", maxRecordBytes)
+
+// splitRecords splits an RFC 7464 stream at its record separators: the
+// first token is what comes before the first RS, each next one a record
+// without its RS.
+func splitRecords(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	if i := bytes.IndexByte(data, recordSeparator); i >= 0 {
+		return i + 1, data[:i], nil
 	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// parseJSONSeq appends the samples of an RFC 7464 JSON text sequence
+// (0x1E, JSON text, LF) read from src to dst, one record at a time. defUUID
+// stands in for records without a task_uuid. Parse errors are *lineError;
+// src's read errors are returned as they are. Empty input is no samples.
+func parseJSONSeq(dst []sample, src io.Reader, resource uint8, defUUID string, in *interner) ([]sample, error) {
+	sc := bufio.NewScanner(src)
+	sc.Buffer(make([]byte, 0, 64<<10), maxRecordBytes)
+	sc.Split(splitRecords)
+	line := 1
 	record := 0
-	for len(rest) > 0 {
-		rest = rest[1:] // the RS
-		end := bytes.IndexByte(rest, recordSeparator)
-		if end < 0 {
-			end = len(rest)
-		}
-		raw := rest[:end]
-		rest = rest[end:]
+	for first := true; sc.Scan(); first = false {
+		raw := sc.Bytes()
 		recLine := line
 		line += bytes.Count(raw, []byte{'\n'})
+		if first {
+			// Whitespace before the first RS is tolerated (an editor's newline).
+			for i, c := range raw {
+				if !isJSONSpace(c) {
+					return dst, &lineError{line: recLine + bytes.Count(raw[:i], []byte{'\n'}), record: 1, err: fmt.Errorf("found %q where a record separator 0x1E should start the record", c)}
+				}
+			}
+			continue
+		}
 		text := bytes.TrimSpace(raw)
 		if len(text) == 0 {
 			continue // RFC 7464 2.1: consecutive RSs may be ignored
 		}
 		record++
 		r, ts, v, fast := fastRecord(text, in)
-		if fast {
-			r.Timestamp, r.Value = &ts, &v
-		} else if err := json.Unmarshal(text, &r); err != nil {
-			return dst, &lineError{line: recLine, record: record, err: explainJSONSeqError(text, err)}
-		}
-		if r.Timestamp == nil || r.Value == nil {
-			return dst, &lineError{line: recLine, record: record, err: errors.New(`record lacks "timestamp" or "value"`)}
+		if !fast {
+			if err := json.Unmarshal(text, &r); err != nil {
+				return dst, &lineError{line: recLine, record: record, err: explainJSONSeqError(text, err)}
+			}
+			if r.Timestamp == nil || r.Value == nil {
+				return dst, &lineError{line: recLine, record: record, err: errors.New(`record lacks "timestamp" or "value"`)}
+			}
+			ts, v = *r.Timestamp, *r.Value
 		}
 		uuid := r.TaskUUID
 		if uuid == "" {
 			uuid = defUUID
 		}
-		s, err := newSample(resource, *r.Timestamp, *r.Value, in.get(uuid), in.get(r.TaskName))
+		s, err := newSample(resource, ts, v, in.get(uuid), in.get(r.TaskName))
 		if err != nil {
 			return dst, &lineError{line: recLine, record: record, err: err}
 		}
 		dst = append(dst, s)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return dst, &lineError{line: line, record: record + 1, err: errLongRecord}
+		}
+		return dst, err
 	}
 	return dst, nil
 }
@@ -218,27 +243,37 @@ func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c =
 const csvHeader = "timestamp"
 
 // parseCSV appends the samples of cgroup_perf_recap CSV rows
-// (timestamp,task_name,task_uuid,value; CRLF; no header) to dst. A row with
-// more than 4 fields has an unquoted task name containing commas: the middle
-// fields are the name. defUUID stands in for rows with an empty task uuid.
-// Errors are *lineError.
-func parseCSV(dst []sample, data []byte, resource uint8, defUUID string, in *interner) ([]sample, error) {
-	r := csv.NewReader(bytes.NewReader(data))
+// (timestamp,task_name,task_uuid,value; CRLF; no header) read from src to
+// dst, one row at a time. A row with more than 4 fields has an unquoted
+// task name containing commas: the middle fields are the name. defUUID
+// stands in for rows with an empty task uuid. Parse errors are *lineError;
+// src's read errors are returned as they are.
+func parseCSV(dst []sample, src io.Reader, resource uint8, defUUID string, in *interner) ([]sample, error) {
+	// encoding/csv holds a whole row (quoted fields span lines): rowLimit
+	// fails a row that grows past maxRecordBytes.
+	lim := &rowLimit{r: src}
+	r := csv.NewReader(lim)
 	r.FieldsPerRecord = -1
 	r.ReuseRecord = true
+	lastLine := 0 // where the latest row started
 	for row := 0; ; row++ {
+		lim.n = 0
 		rec, err := r.Read()
 		if err == io.EOF {
 			return dst, nil
 		}
 		if err != nil {
 			var pe *csv.ParseError
-			if errors.As(err, &pe) {
+			switch {
+			case errors.Is(err, errLongRecord):
+				return dst, &lineError{line: lastLine + 1, err: errLongRecord}
+			case errors.As(err, &pe):
 				return dst, &lineError{line: pe.Line, err: pe.Err}
 			}
-			return dst, &lineError{line: 1, err: err}
+			return dst, err // src's own error
 		}
 		line, _ := r.FieldPos(0)
+		lastLine = line
 		if len(rec) < 4 {
 			return dst, &lineError{line: line, err: fmt.Errorf("got %d fields, want 4: timestamp,task_name,task_uuid,value", len(rec))}
 		}
@@ -267,6 +302,22 @@ func parseCSV(dst []sample, data []byte, resource uint8, defUUID string, in *int
 		}
 		dst = append(dst, s)
 	}
+}
+
+// rowLimit passes reads through until n, the bytes read since the caller
+// last reset it, exceeds maxRecordBytes plus encoding/csv's read-ahead.
+type rowLimit struct {
+	r io.Reader
+	n int
+}
+
+func (l *rowLimit) Read(p []byte) (int, error) {
+	if l.n > maxRecordBytes+64<<10 {
+		return 0, errLongRecord
+	}
+	n, err := l.r.Read(p)
+	l.n += n
+	return n, err
 }
 
 // interner makes the task names and uuids repeated on every record share

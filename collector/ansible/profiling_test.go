@@ -45,7 +45,7 @@ func TestParseJSONSeq(t *testing.T) {
 	data := []byte("\n\x1e{\"timestamp\": 1796009975.9854548, \"task_name\": \"a\", \"task_uuid\": \"u1\", \"value\": 1.5}\n" +
 		"\x1e\n" +
 		"\x1e{\"timestamp\": 1796009976.0004, \"task_name\": \"b\", \"value\": 2}")
-	got, err := parseJSONSeq(nil, data, 1, "file-uuid", nil)
+	got, err := parseJSONSeq(nil, bytes.NewReader(data), 1, "file-uuid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,12 @@ func TestParseJSONSeq(t *testing.T) {
 		"\x1e5\n": "record is a JSON number, want an object",
 		"\x1e{\"timestamp\": \"1\", \"value\": 1}\n": `field "timestamp" is a JSON string, want a float64`,
 	} {
-		if _, err := parseJSONSeq(nil, []byte(in), 0, "", nil); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := parseJSONSeq(nil, bytes.NewReader([]byte(in)), 0, "", nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("parseJSONSeq(%q): got %v, want %q", in, err, want)
 		}
 	}
 	// A broken record after line breaks is reported at its own line.
-	_, err = parseJSONSeq(nil, []byte("\x1e{\"timestamp\": 1, \"value\": 1}\n\x1e{\"timestamp\": 1,\n \"value\": }\n"), 0, "", nil)
+	_, err = parseJSONSeq(nil, bytes.NewReader([]byte("\x1e{\"timestamp\": 1, \"value\": 1}\n\x1e{\"timestamp\": 1,\n \"value\": }\n")), 0, "", nil)
 	var le *lineError
 	if !errors.As(err, &le) || le.line != 2 || le.record != 2 {
 		t.Errorf("got %v, want an error at line 2, record 2", err)
@@ -79,7 +79,7 @@ func TestParseCSV(t *testing.T) {
 		"1796009960.5952797,copy a, b,u1,78.34375\r\n" + // unquoted: 5 fields
 		"\r\n" +
 		"1796009960.8455715,x,,1\r\n") // no uuid
-	got, err := parseCSV(nil, data, 2, "file-uuid", nil)
+	got, err := parseCSV(nil, bytes.NewReader(data), 2, "file-uuid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +114,10 @@ func TestNewSampleRejects(t *testing.T) {
 
 func TestParseEmpty(t *testing.T) {
 	for _, data := range [][]byte{nil, {}, []byte("\n")} {
-		if got, err := parseJSONSeq(nil, data, 0, "", nil); err != nil || len(got) != 0 {
+		if got, err := parseJSONSeq(nil, bytes.NewReader(data), 0, "", nil); err != nil || len(got) != 0 {
 			t.Errorf("parseJSONSeq(%q) = %v, %v; want no samples", data, got, err)
 		}
-		if got, err := parseCSV(nil, data, 0, "", nil); err != nil || len(got) != 0 {
+		if got, err := parseCSV(nil, bytes.NewReader(data), 0, "", nil); err != nil || len(got) != 0 {
 			t.Errorf("parseCSV(%q) = %v, %v; want no samples", data, got, err)
 		}
 	}
@@ -177,12 +177,8 @@ func FuzzParseJSONSeq(f *testing.F) {
 	fuzzSeeds(f, filepath.Join("..", "..", "testdata", "ansible", "runner-basic", "profiling_data", "*.json"))
 	fuzzSeeds(f, filepath.Join("testdata", "trees", "bad", "*", "*.json"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in := bytes.Clone(data)
-		got, err := parseJSONSeq(nil, data, 1, "u", newInterner())
+		got, err := parseJSONSeq(nil, bytes.NewReader(data), 1, "u", newInterner())
 		checkParsed(t, got, err)
-		if !bytes.Equal(in, data) {
-			t.Fatal("parseJSONSeq modified its input")
-		}
 	})
 }
 
@@ -190,7 +186,7 @@ func FuzzParseCSV(f *testing.F) {
 	fuzzSeeds(f, filepath.Join("..", "..", "testdata", "ansible", "recap-csv", "*", "*.csv"))
 	fuzzSeeds(f, filepath.Join("testdata", "trees", "bad", "*", "*.csv"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := parseCSV(nil, data, 0, "u", newInterner())
+		got, err := parseCSV(nil, bytes.NewReader(data), 0, "u", newInterner())
 		checkParsed(t, got, err)
 	})
 }
@@ -237,11 +233,11 @@ func FuzzProfileRoundTrip(f *testing.F) {
 				}
 				want[i] = sample{ms: int64(math.Round(r.ts * 1000)), value: v, resource: res, uuid: r.uuid, name: r.name}
 			}
-			gotJS, err := parseJSONSeq(nil, js.Bytes(), res, "", nil)
+			gotJS, err := parseJSONSeq(nil, bytes.NewReader(js.Bytes()), res, "", nil)
 			if err != nil || !slices.Equal(gotJS, want) {
 				t.Fatalf("JSON-seq round trip: err %v, %d samples, want %d", err, len(gotJS), len(want))
 			}
-			gotCSV, err := parseCSV(nil, cs.Bytes(), res, "", nil)
+			gotCSV, err := parseCSV(nil, bytes.NewReader(cs.Bytes()), res, "", nil)
 			if err != nil || !slices.Equal(gotCSV, want) {
 				t.Fatalf("CSV round trip: err %v, %d samples, want %d", err, len(gotCSV), len(want))
 			}

@@ -1,8 +1,8 @@
 package ansible
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 )
@@ -25,6 +25,9 @@ type ReadOptions struct {
 	// event files would. It is an error when the path holds several jobs.
 	// Read does not modify them.
 	Events []JobEvent
+	// MaxFileBytes is the largest file Read reads (0: DefaultMaxFileBytes);
+	// a larger one is an error (ErrTooLarge).
+	MaxFileBytes int64
 }
 
 // Read reads the jobs stored under path, whose layout it detects:
@@ -57,11 +60,22 @@ type ReadOptions struct {
 // ReadOptions.JobID, TemplateID and TemplateName override what the tree
 // says.
 //
+// Read reads only regular files of at most ReadOptions.MaxFileBytes whose
+// real path (symbolic links resolved) lies in the tree: the runner's
+// private data dir, else path. It checks every file it will read before it
+// reads any, so a named pipe, a device, a socket (ErrNotRegular), a file
+// over the limit (ErrTooLarge) or a link out of the tree (ErrOutsideTree)
+// is refused at once, and no read blocks. Profiling files are read a record
+// at a time (a record is at most 1 MiB), and a job event file a byte at a
+// time, keeping only the fields Read uses (each at most 1 MiB): memory
+// follows the samples and events read, not the size of the files.
+//
 // Read parses every file before it returns: on any error it returns no job.
 // Errors name the file, and the line (and JSON-seq record) where it applies;
 // test them with ErrNoLayout, ErrBadValue, ErrTruncated, ErrBadEvent,
-// ErrSeveralJobs, ErrUnclaimedFile or fs.ErrNotExist. Jobs are ordered by
-// id. Empty plugin files (short tasks) hold no samples and are no error.
+// ErrSeveralJobs, ErrUnclaimedFile, ErrNotRegular, ErrTooLarge,
+// ErrOutsideTree or fs.ErrNotExist. Jobs are ordered by id. Empty plugin
+// files (short tasks) hold no samples and are no error.
 func Read(path string, opts ReadOptions) ([]*Job, error) {
 	srcs, err := findSources(path)
 	if err != nil {
@@ -79,13 +93,21 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 	if opts.Events != nil {
 		srcs[0].eventsDir = ""
 	}
+	root := path
+	if srcs[0].layout == LayoutRunner {
+		root = srcs[0].pdd // profiling_data and env/ are the private data dir's
+	}
+	gate, err := newFileGate(root, opts.MaxFileBytes)
+	if err != nil {
+		return nil, err
+	}
 	infos := make([]JobInfo, len(srcs))
 	for i := range srcs {
-		if err := sourceInfo(&srcs[i], &infos[i], opts); err != nil {
+		if err := sourceInfo(&srcs[i], &infos[i], opts, gate); err != nil {
 			return nil, fmt.Errorf("cannot read job %q: %w", srcs[i].id, err)
 		}
 	}
-	r := &reader{progress: opts.Progress, in: newInterner()}
+	r := &reader{progress: opts.Progress, in: newInterner(), gate: gate}
 
 	events := make([][]JobEvent, len(srcs))
 	eventFiles := make([][]string, len(srcs))
@@ -97,6 +119,9 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 			return nil, fmt.Errorf("cannot read job %q: %w", src.id, err)
 		}
 		r.total += len(eventFiles[i])
+	}
+	if err := r.checkFiles(srcs, eventFiles); err != nil {
+		return nil, err
 	}
 	shared := srcs[0].idents > 1
 	// Idents sharing profiling_data share its files: count them once.
@@ -113,7 +138,7 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 	}
 	for i := range srcs {
 		for _, p := range eventFiles[i] {
-			ev, err := readEventFile(p, r.in)
+			ev, err := readEventFile(r.gate, p, r.in)
 			if err != nil {
 				return nil, err
 			}
@@ -155,9 +180,9 @@ func sourceIDs(srcs []source) string {
 
 // sourceInfo fills info from a runner source's extravars and status, and
 // sets the source's id to the AWX job id they name (see Read).
-func sourceInfo(src *source, info *JobInfo, opts ReadOptions) error {
+func sourceInfo(src *source, info *JobInfo, opts ReadOptions, gate fileGate) error {
 	if src.layout == LayoutRunner {
-		vars, err := readExtravars(src.pdd)
+		vars, err := readExtravars(gate, src.pdd)
 		if err != nil {
 			return err
 		}
@@ -165,7 +190,7 @@ func sourceInfo(src *source, info *JobInfo, opts ReadOptions) error {
 		if vars.JobID != "" && opts.JobID == "" && src.idents == 1 {
 			src.id = vars.JobID
 		}
-		if info.Status, err = readStatus(src.identDir); err != nil {
+		if info.Status, err = readStatus(gate, src.identDir); err != nil {
 			return err
 		}
 	}
@@ -183,6 +208,29 @@ type reader struct {
 	progress    func(doneFiles, totalFiles int)
 	done, total int
 	in          *interner
+	gate        fileGate
+}
+
+// checkFiles checks every job event and profiling file Read will read
+// (see fileGate.check) before any is read: a file that would block or never
+// end, or that is too large, is refused at once, naming it.
+func (r *reader) checkFiles(srcs []source, eventFiles [][]string) error {
+	for i, src := range srcs {
+		for _, p := range eventFiles[i] {
+			if err := r.gate.check(p); err != nil {
+				return fmt.Errorf("cannot read job event file %q: %w", p, err)
+			}
+		}
+		if i > 0 && src.idents > 1 {
+			continue // the idents share profiling_data: checked once
+		}
+		for _, f := range src.profiles {
+			if err := r.gate.check(f.path); err != nil {
+				return fmt.Errorf("cannot read profiling file %q: %w", f.path, err)
+			}
+		}
+	}
+	return nil
 }
 
 func (r *reader) tick() {
@@ -194,15 +242,20 @@ func (r *reader) tick() {
 
 // readProfile appends the samples of one plugin file to dst.
 func (r *reader) readProfile(dst []sample, f profileFile) ([]sample, error) {
-	data, err := os.ReadFile(f.path)
+	file, err := r.gate.open(f.path)
 	if err != nil {
-		return dst, fmt.Errorf("cannot read profiling file: %w", err)
+		return dst, fmt.Errorf("cannot read profiling file %q: %w", f.path, err)
 	}
+	defer file.Close()
 	parse := parseJSONSeq
 	if f.csv {
 		parse = parseCSV
 	}
-	dst, err = parse(dst, data, f.resource, f.uuid, r.in)
+	dst, err = parse(dst, file, f.resource, f.uuid, r.in)
+	var le *lineError
+	if err != nil && !errors.As(err, &le) {
+		return dst, fmt.Errorf("cannot read profiling file %q: %w", f.path, err)
+	}
 	if err != nil {
 		return dst, fmt.Errorf("cannot parse profiling file %q %w", f.path, err)
 	}

@@ -97,16 +97,17 @@ func (b *batcher) setInfo(info ansible.JobInfo) {
 	b.info, b.newInfo = info, true
 }
 
-// run flushes every interval until ctx is done.
-func (b *batcher) run(ctx context.Context, interval time.Duration) {
+// run flushes every interval until ctx is done, at the times now gives
+// (the samples' timeline).
+func (b *batcher) run(ctx context.Context, interval time.Duration, now func() time.Time) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			b.flush(now, false)
+		case <-t.C:
+			b.flush(now(), false)
 		}
 	}
 }

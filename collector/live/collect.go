@@ -453,7 +453,7 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats Stats, follower *ev
 		Stats: stats, Events: events,
 		PollInterval: cfg.PollInterval, CPUInterval: cfg.CPUInterval, MemoryInterval: cfg.MemoryInterval, PIDsInterval: cfg.PIDsInterval,
 		Settle: tune.settle, FlushInterval: tune.flushEvery,
-		Send: p.shipper.Enqueue, Logger: log, Now: tune.now,
+		Send: p.shipper.Enqueue, Logger: log,
 	}, ids.get) // fillDefaults checked the intervals
 	return p
 }

@@ -8,6 +8,9 @@
 // for the events to catch up (up to Settle while the source answers, until
 // it answers again while it does not: batcher.go), and hands
 // gzip-encoded ingest batches to a sender, normally a ship.Shipper.
+// Samples are stamped on a timeline (clock.go): the wall clock when the
+// session starts plus the monotonic time since, so a step of the wall
+// clock is logged and moves no sample.
 //
 // Where do a job's events come from? Events holds what a source has seen;
 // collect's source is the job_events follower (follow.go), which tails

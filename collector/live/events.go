@@ -51,6 +51,17 @@ type Events struct {
 	newStartMs   int64
 	haveNewStart bool
 	wake         chan struct{}
+	// toTimeline maps Answered's times onto the session's timeline
+	// (nil: as they are).
+	toTimeline func(time.Time) time.Time
+}
+
+// mapWall makes Answered map its times with f, the timeline of the
+// session e is given to.
+func (e *Events) mapWall(f func(time.Time) time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.toTimeline = f
 }
 
 // NewEvents returns an empty Events.
@@ -114,7 +125,9 @@ func (e *Events) takeStart() (ms int64, ok bool) {
 // it had then were added before: every task start at or before at (as far
 // as the source saves events by then) is known. The AWX follower calls it
 // after a page that held every event left, collect's job_events follower
-// after each scan. Times older than one told before are ignored.
+// after each scan. at is a wall clock time of this host; a session maps
+// it across wall clock steps (see SessionConfig.Clock). Times older than
+// one told before are ignored.
 //
 // A sample is sent attributed with the task starts known only once the
 // source answered after it (see SessionConfig.Settle): while the source
@@ -122,6 +135,9 @@ func (e *Events) takeStart() (ms int64, ok bool) {
 func (e *Events) Answered(at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.toTimeline != nil {
+		at = e.toTimeline(at)
+	}
 	if ms := at.UnixMilli(); !e.haveAnswer || ms > e.answeredMs {
 		e.answeredMs, e.haveAnswer = ms, true
 	}

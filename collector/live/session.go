@@ -78,8 +78,12 @@ type SessionConfig struct {
 	Hold bool
 	// Logger receives the session's log (nil: discarded).
 	Logger *slog.Logger
-	// Now is the clock samples are stamped with (nil: time.Now).
-	Now func() time.Time
+	// Clock is what samples are stamped with (nil: SystemClock): the wall
+	// clock when the session starts, plus the monotonic time elapsed
+	// since. A step of the wall clock is logged once and moves no sample;
+	// the times at which Events' source answered (wall clock times of this
+	// host) are mapped across it, its events' created times are not.
+	Clock Clock
 }
 
 // Session samples one job's Stats, attributes each sample to the task its
@@ -144,10 +148,14 @@ func newSession(cfg SessionConfig, jobID func() string) *Session {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock()
 	}
-	s := &Session{log: cfg.Logger, now: cfg.Now, flush: cfg.FlushInterval}
+	tl := newTimeline(cfg.Clock, cfg.Logger)
+	if cfg.Events != nil {
+		cfg.Events.mapWall(tl.fromWall)
+	}
+	s := &Session{log: cfg.Logger, now: tl.now, flush: cfg.FlushInterval}
 	s.hold.Store(cfg.Hold)
 	s.batcher = &batcher{
 		events: cfg.Events,
@@ -173,7 +181,7 @@ func newSession(cfg SessionConfig, jobID func() string) *Session {
 		pidsEvery: cfg.PIDsInterval,
 		emit:      s.emit,
 		log:       cfg.Logger,
-		now:       cfg.Now,
+		now:       tl.now,
 		events:    cfg.Events,
 	}
 	return s
@@ -200,7 +208,7 @@ func (s *Session) Start() {
 	s.sampleDone, s.batchDone = make(chan struct{}), make(chan struct{})
 	s.sampler.baseline()
 	go func() { defer close(s.sampleDone); s.sampler.run(sampleCtx) }()
-	go func() { defer close(s.batchDone); s.batcher.run(batchCtx, s.flush) }()
+	go func() { defer close(s.batchDone); s.batcher.run(batchCtx, s.flush, s.now) }()
 }
 
 // StopSampling takes one last sample of each resource (the tail of CPU
