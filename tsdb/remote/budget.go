@@ -96,11 +96,14 @@ func (r *reservation) charge(n int64) error {
 		return fmt.Errorf("%w: %s: its samples and labels need more than the remote memory budget of %s; read a shorter time range",
 			ErrTooLarge, r.what, formatBytes(r.b.total))
 	}
-	more := min(max(r.used+n-r.held, reserveStep), r.b.total-r.held)
+	need := r.used + n - r.held
+	more := min(max(need, reserveStep), r.b.total-r.held)
 	if !r.b.sem.TryAcquire(more) {
-		r.b.refused.Inc()
-		return fmt.Errorf("%w: %s: reading it needs %s more of the remote memory budget of %s, which other reads hold (%s); try again later",
-			ErrBudget, r.what, formatBytes(more), formatBytes(r.b.total), formatBytes(r.b.inUse()))
+		if more = need; !r.b.sem.TryAcquire(more) { // the step did not fit: what is needed may
+			r.b.refused.Inc()
+			return fmt.Errorf("%w: %s: reading it needs %s more of the remote memory budget of %s, of which reads hold %s; try again later",
+				ErrBudget, r.what, formatBytes(more), formatBytes(r.b.total), formatBytes(r.b.inUse()))
+		}
 	}
 	r.b.used.Add(more)
 	r.held += more

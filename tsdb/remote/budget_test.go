@@ -13,8 +13,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -197,4 +199,75 @@ func TestMemoryBudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBudget: a read waits for its first share at most BudgetWait, in
+// order, and gets one as soon as another read releases; its cancellation
+// is its own error, not the budget's; growing never waits: past the
+// whole budget it is ErrTooLarge, past what others leave ErrBudget, both
+// naming the read and the budget.
+func TestBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := newBudget(1<<20, 5*time.Second, prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}))
+		a, err := b.reserve(ctx, "A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.charge(900 << 10); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.inUse(); got != 1<<20 {
+			t.Fatalf("A holds %d bytes, want the whole budget (grown by at least a step, at most what is left)", got)
+		}
+		start := time.Now()
+		if _, err := b.reserve(ctx, "B"); !errors.Is(err, ErrBudget) ||
+			err.Error() != "remote memory budget exhausted: B: waited 5s for the remote memory budget of 1 MiB, which other reads hold; try again later" {
+			t.Fatalf("B = %v, want ErrBudget after the wait", err)
+		}
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Fatalf("B waited %s, want 5s", waited)
+		}
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := b.reserve(canceled, "C"); !errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget) {
+			t.Fatalf("C, canceled = %v, want context.Canceled", err)
+		}
+		got := make(chan *reservation)
+		go func() {
+			d, err := b.reserve(ctx, "D")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- d
+		}()
+		synctest.Wait()
+		a.release()
+		a.release() // again: a no-op
+		d := <-got
+		if b.inUse() != readBase {
+			t.Fatalf("after A's release and D's reservation %d bytes are held, want %d", b.inUse(), readBase)
+		}
+		if err := d.charge(1<<20 + 1); !errors.Is(err, ErrTooLarge) ||
+			err.Error() != "engine answer too large: D: its samples and labels need more than the remote memory budget of 1 MiB; read a shorter time range" {
+			t.Fatalf("D past the budget = %v, want ErrTooLarge", err)
+		}
+		e, err := b.reserve(ctx, "E")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.charge(800 << 10); err != nil {
+			t.Fatal(err)
+		}
+		// E got what it needed, though not a whole step: 800 KiB.
+		if err := d.charge(300 << 10); !errors.Is(err, ErrBudget) ||
+			err.Error() != "remote memory budget exhausted: D: reading it needs 172 KiB more of the remote memory budget of 1 MiB, of which reads hold 928 KiB; try again later" {
+			t.Fatalf("D past what E leaves = %v, want ErrBudget", err)
+		}
+		d.release()
+		e.release()
+		if b.inUse() != 0 {
+			t.Fatalf("%d bytes held after every release, want 0", b.inUse())
+		}
+	})
 }

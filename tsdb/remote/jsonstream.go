@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // jsonStream reads JSON values from an engine's answer a token at a
@@ -190,9 +191,10 @@ func (s *jsonStream) strBytes() ([]byte, error) {
 			}
 			s.tok = append(s.tok, next)
 		case c == '"':
-			if !escaped {
+			if !escaped && utf8.Valid(s.tok) {
 				return s.tok[1 : len(s.tok)-1], nil
 			}
+			// Escapes and invalid UTF-8 (U+FFFD) as encoding/json reads them.
 			var out string
 			if err := json.Unmarshal(s.tok, &out); err != nil {
 				return nil, syntaxf("string: %v", err)
