@@ -145,7 +145,7 @@ func TestRemoteEngineMisbehaves(t *testing.T) {
 		}
 	}
 	code, retryAfter, body := get(t, hs, "/api/v1/jobs/small/graph", engine.URL)
-	if code != http.StatusServiceUnavailable || retryAfter == "" || !strings.Contains(body, "remote memory budget exhausted") || !strings.Contains(body, "the remote memory budget of 8 MiB, which other reads hold") {
+	if code != http.StatusServiceUnavailable || retryAfter == "" || !strings.Contains(body, "remote memory budget exhausted") || !strings.Contains(body, "more of the remote memory budget of 8 MiB, of which reads hold") {
 		t.Fatalf("GET small while held: %d Retry-After %q %s, want 503 with Retry-After naming the budget of 8 MiB", code, retryAfter, body)
 	}
 	hold <- struct{}{}

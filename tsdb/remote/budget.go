@@ -174,7 +174,7 @@ func grow[T int64 | float64](res *reservation, col []T) ([]T, error) {
 	if len(col) < cap(col) {
 		return col, nil
 	}
-	n := max(2*cap(col), 64)
+	n := max(2*cap(col), 8) // a vector's series hold one sample
 	if err := res.charge(int64(n) * 8); err != nil {
 		return col, err
 	}
@@ -184,14 +184,18 @@ func grow[T int64 | float64](res *reservation, col []T) ([]T, error) {
 	return out, nil
 }
 
-// formatBytes renders a size in the largest binary unit that divides it.
+// formatBytes renders a size in the largest binary unit it reaches,
+// exactly where the unit divides it, else to a tenth.
 func formatBytes(n int64) string {
 	for _, u := range []struct {
 		size int64
 		name string
 	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if n >= u.size && n%u.size == 0 {
+		switch {
+		case n >= u.size && n%u.size == 0:
 			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		case n >= u.size:
+			return fmt.Sprintf("%.1f %s", float64(n)/float64(u.size), u.name)
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)

@@ -142,7 +142,7 @@ func TestMemoryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads 8×64 MiB")
 	}
-	const limit, budget, readers = 64 << 20, 128 << 20, 8
+	const limit, budget, readers = 64 << 20 / raceShrink, 128 << 20 / raceShrink, 8
 	for _, export := range []bool{true, false} {
 		t.Run(fmt.Sprintf("export=%v", export), func(t *testing.T) {
 			srv, _ := endlessEngine(t, export)
@@ -182,7 +182,7 @@ func TestMemoryBudget(t *testing.T) {
 				switch {
 				case errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrRejected):
 					tooLarge++
-				case errors.Is(err, ErrBudget) && strings.Contains(err.Error(), "memory budget of 128 MiB"):
+				case errors.Is(err, ErrBudget) && strings.Contains(err.Error(), "memory budget of "+formatBytes(budget)):
 					busy++
 				default:
 					t.Errorf("reader %d: %v, want ErrTooLarge or ErrBudget naming the budget", i, err)
@@ -270,4 +270,21 @@ func TestBudget(t *testing.T) {
 			t.Fatalf("%d bytes held after every release, want 0", b.inUse())
 		}
 	})
+}
+
+func TestFormatBytes(t *testing.T) {
+	f := func(n int64, want string) {
+		t.Helper()
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	f(0, "0 bytes")
+	f(1023, "1023 bytes")
+	f(1024, "1 KiB")
+	f(1536, "1.5 KiB")
+	f(64<<20, "64 MiB")
+	f(8127950, "7.8 MiB")
+	f(2<<30, "2 GiB")
+	f(3<<29, "1.5 GiB")
 }

@@ -10,6 +10,11 @@
 // it answers VictoriaMetrics' /api/v1/export): every replica of a server
 // that reads through a Client sees what the engine holds.
 //
+// Answers are decoded as they arrive (jsonstream.go, decode.go), straight
+// into columns, within a per-answer size limit and a memory budget shared
+// by all reads of the client (budget.go); a read the engine fails, or
+// that asks too much, gets a sentinel error saying which.
+//
 // A Client is safe for concurrent use.
 package remote
 
