@@ -42,6 +42,7 @@ import (
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/query"
+	"github.com/peakline/peakline/tsdb/remote"
 )
 
 func main() {
@@ -146,7 +147,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 			}
 			cfg.EventsURL = eventsURL
 			if rem.WriteURL == "" && rem.QueryURL == "" {
-				for _, name := range []string{"remote-cache-ttl", "remote-timeout", "remote-header"} {
+				for _, name := range []string{"remote-cache-ttl", "remote-timeout", "remote-header", "remote-memory-budget"} {
 					if cmd.Flags().Changed(name) {
 						return fmt.Errorf("--%s: only with --remote-write-url and --remote-query-url (a remote engine)", name)
 					}
@@ -159,6 +160,9 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 			}
 			if rem.Timeout <= 0 {
 				return fmt.Errorf("--remote-timeout: must be positive, got %s", rem.Timeout)
+			}
+			if rem.MemoryBudget < 1<<20 {
+				return fmt.Errorf("--remote-memory-budget: must be at least 1048576 (1 MiB), got %d", rem.MemoryBudget)
 			}
 			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
 				return err
@@ -200,6 +204,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
 	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
 	f.DurationVar(&rem.Timeout, "remote-timeout", time.Minute, "with --remote-query-url: longest one request to the engine may take; a slower engine's answer is a 503 with Retry-After")
+	f.Int64Var(&rem.MemoryBudget, "remote-memory-budget", remote.DefaultMemoryBudget, "with --remote-query-url: bytes that all reads of the engine may decode and hold at once; a read beyond is a 503 with Retry-After, an answer past it alone a 502")
 	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
 	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")

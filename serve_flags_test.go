@@ -57,6 +57,10 @@ func TestServeStoreFlags(t *testing.T) {
 		"--data", dir, "--remote-cache-ttl", "1s")
 	f("--remote-timeout: must be positive, got 0s",
 		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-timeout", "0s")
+	f("--remote-memory-budget: must be at least 1048576 (1 MiB), got 1000",
+		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-memory-budget", "1000")
+	f("--remote-memory-budget: only with --remote-write-url and --remote-query-url (a remote engine)",
+		"--data", dir, "--remote-memory-budget", "1073741824")
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("a refused serve left %d files in --data", len(entries))
 	}

@@ -61,8 +61,12 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, tsdb.ErrDeletePending):
 		return http.StatusServiceUnavailable // with Retry-After, see handleError
-	case errors.Is(err, tsdb.ErrEngineUnavailable):
-		return http.StatusServiceUnavailable // with Retry-After: the remote engine is down
+	case errors.Is(err, tsdb.ErrEngineUnavailable), errors.Is(err, tsdb.ErrRemoteBudget):
+		return http.StatusServiceUnavailable // with Retry-After: the remote engine is down, or other reads hold the budget
+	case errors.Is(err, tsdb.ErrEngineFailed), errors.Is(err, tsdb.ErrEngineAnswerTooLarge):
+		return http.StatusBadGateway // the engine's fault, or an answer past the limit: not the client's
+	case errors.Is(err, tsdb.ErrEngineTimeout):
+		return http.StatusGatewayTimeout
 	case errors.Is(err, tsdb.ErrEngineRejected):
 		return http.StatusBadRequest // the engine's 4xx: its message says why
 	case errors.Is(err, tsdb.ErrDeleteUnsupported):
@@ -88,7 +92,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if errors.Is(err, tsdb.ErrDeletePending) {
 		c.Response().Header().Set("Retry-After", deletePendingRetryAfter)
 	}
-	if errors.Is(err, tsdb.ErrEngineUnavailable) {
+	if errors.Is(err, tsdb.ErrEngineUnavailable) || errors.Is(err, tsdb.ErrRemoteBudget) {
 		c.Response().Header().Set("Retry-After", engineUnavailableRetryAfter)
 	}
 	msg := err.Error()

@@ -51,10 +51,14 @@ func promErr(err error) error {
 	switch {
 	case errors.As(err, &pe):
 		return pe
-	case errors.Is(err, tsdb.ErrEngineUnavailable):
+	case errors.Is(err, tsdb.ErrEngineUnavailable), errors.Is(err, tsdb.ErrRemoteBudget):
 		// As Prometheus answers a query its storage cannot serve now;
 		// writePromError adds Retry-After.
 		return &promError{typ: errUnavailable, code: http.StatusServiceUnavailable, err: err}
+	case errors.Is(err, tsdb.ErrEngineFailed), errors.Is(err, tsdb.ErrEngineAnswerTooLarge):
+		return &promError{typ: query.ErrInternal, code: http.StatusBadGateway, err: err}
+	case errors.Is(err, tsdb.ErrEngineTimeout):
+		return &promError{typ: query.ErrTimeout, code: http.StatusGatewayTimeout, err: err}
 	case errors.Is(err, tsdb.ErrEngineRejected):
 		return &promError{typ: query.ErrBadData, code: http.StatusBadRequest, err: err}
 	case errors.As(err, &qe):

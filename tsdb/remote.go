@@ -31,6 +31,13 @@ import (
 //     is a Refusal (ReasonEngine), an engine that stays unavailable
 //     through the retries is ErrEngineUnavailable (a server answers 503
 //     with Retry-After, and collectors retry).
+//   - Reads stream the engine's answers into columns within a memory
+//     budget shared by all reads (Remote.MemoryBudget): a read the
+//     budget cannot hold now is ErrRemoteBudget (503 with Retry-After);
+//     an answer past its limit, or alone past the budget, is
+//     ErrEngineAnswerTooLarge; an engine failing a read (5xx, an answer
+//     that is not the API's) ErrEngineFailed, one not answering in time
+//     ErrEngineTimeout.
 //   - Deletes use the engine's delete API, so every replica sees them at
 //     once; an engine without one refuses (ErrDeleteUnsupported).
 //   - Retention is the engine's (VictoriaMetrics -retentionPeriod,
@@ -52,6 +59,23 @@ var ErrEngineUnavailable = remote.ErrUnavailable
 // invalid (a 4xx such as VictoriaMetrics' or Prometheus' query limits):
 // the same request will be refused again; the message says why.
 var ErrEngineRejected = remote.ErrRejected
+
+// ErrEngineFailed is returned when the remote engine answered a read
+// with a server error or with what is not its API's answer.
+var ErrEngineFailed = remote.ErrFailed
+
+// ErrEngineTimeout is returned when the remote engine did not answer a
+// read within Remote.Timeout (or answered 504).
+var ErrEngineTimeout = remote.ErrTimeout
+
+// ErrEngineAnswerTooLarge is returned when the engine's answer to a read
+// passed the most one answer may take, or its samples alone the memory
+// budget: the message names the engine and the limit.
+var ErrEngineAnswerTooLarge = remote.ErrTooLarge
+
+// ErrRemoteBudget is returned when other reads hold the memory budget
+// of a remote store (Remote.MemoryBudget): the read may pass later.
+var ErrRemoteBudget = remote.ErrBudget
 
 // ErrDeleteUnsupported is returned by Delete on an engine that has no
 // series delete API.
@@ -77,10 +101,17 @@ type Remote struct {
 	// Header is sent with every request to the engine (a tenant id:
 	// X-Scope-OrgID for Mimir, THANOS-TENANT for Thanos receive).
 	Header http.Header
-	// Timeout bounds one request to the engine; past it the read or
-	// write fails with ErrEngineUnavailable (a 503 with Retry-After).
+	// Timeout bounds one request to the engine; past it a read fails
+	// with ErrEngineTimeout (a 504), a write with ErrEngineUnavailable
+	// (a 503 with Retry-After).
 	// Zero means one minute.
 	Timeout time.Duration
+	// MaxAnswerBytes bounds one answer of the engine; zero means
+	// remote.DefaultMaxResponseBytes.
+	MaxAnswerBytes int64
+	// MemoryBudget bounds the bytes all reads of the engine decode and
+	// hold at once; zero means remote.DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 // OpenRemote returns a stateless store over the engine r names. It does
@@ -99,6 +130,7 @@ func OpenRemote(r Remote, opts Options, logger *slog.Logger, reg prometheus.Regi
 		return nil, fmt.Errorf("cache TTL: must not be negative, got %s", opts.CacheTTL)
 	}
 	client, err := remote.New(remote.Config{WriteURL: r.WriteURL, QueryURL: r.QueryURL, HTTP: r.HTTP, Header: r.Header, RequestTimeout: r.Timeout,
+		MaxResponseBytes: r.MaxAnswerBytes, MemoryBudget: r.MemoryBudget,
 		Relabel: schemaOnly, Logger: logger.With("component", "remote"), Registerer: reg})
 	if err != nil {
 		return nil, err
@@ -200,6 +232,7 @@ func (s *Store) deleteRemote(ctx context.Context, jobID string) error {
 		return err
 	}
 	ids, _, err := q.LabelValues(ctx, LabelJob, nil, match)
+	q.Close()
 	if err != nil {
 		return fmt.Errorf("look up job %q: %w", jobID, err)
 	}
@@ -279,6 +312,7 @@ func (s *Store) spansByQuery(ctx context.Context, first, last string, perName bo
 			return nil, err
 		}
 		names, _, err := q.LabelValues(ctx, labels.MetricName, nil, labels.MustNewMatcher(labels.MatchNotEqual, LabelJob, ""))
+		q.Close()
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,11 @@
 // it answers VictoriaMetrics' /api/v1/export): every replica of a server
 // that reads through a Client sees what the engine holds.
 //
+// Answers are decoded as they arrive (jsonstream.go, decode.go), straight
+// into columns, within a per-answer size limit and a memory budget shared
+// by all reads of the client (budget.go); a read the engine fails, or
+// that asks too much, gets a sentinel error saying which.
+//
 // A Client is safe for concurrent use.
 package remote
 
@@ -43,8 +48,22 @@ var (
 	// (a 4xx other than 408 and 429): sending it again will not help.
 	ErrRejected = errors.New("refused by the engine")
 	// ErrUnavailable marks an engine that could not be reached or kept
-	// answering 5xx, 408 or 429 through every retry.
+	// answering 5xx, 408 or 429 through every retry (a write), or that
+	// answered a read 503 or 429 (busy: try later).
 	ErrUnavailable = errors.New("engine unavailable")
+	// ErrFailed marks a read the engine answered with a 5xx other than
+	// 503 and 504, or with an answer that is not the Prometheus API's.
+	ErrFailed = errors.New("engine failed")
+	// ErrTimeout marks a read the engine did not answer within
+	// Config.RequestTimeout, or answered 504 or 408.
+	ErrTimeout = errors.New("engine timed out")
+	// ErrTooLarge marks a read whose answer passed Config.MaxResponseBytes,
+	// or whose samples and labels alone passed Config.MemoryBudget: the
+	// engine did nothing wrong, the read asked for too much.
+	ErrTooLarge = errors.New("engine answer too large")
+	// ErrBudget marks a read refused because other reads hold the memory
+	// budget (Config.MemoryBudget): the same read may pass later.
+	ErrBudget = errors.New("remote memory budget exhausted")
 	// ErrDeleteUnsupported is returned by Delete for an engine without a
 	// delete API (Mimir, Thanos) or with it switched off (Prometheus
 	// without --web.enable-admin-api).
@@ -74,9 +93,15 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MaxResponseBytes bounds the body of one read answer (query,
 	// series, labels, export); zero means DefaultMaxResponseBytes. A
-	// larger answer fails the read (ErrRejected) instead of the
-	// process's memory.
+	// larger answer fails the read (ErrTooLarge) as soon as the bound is
+	// passed, instead of the process's memory.
 	MaxResponseBytes int64
+	// MemoryBudget bounds what all reads decode and hold at once, in
+	// bytes (see budget.go); zero means DefaultMemoryBudget. BudgetWait
+	// is the longest a read waits for its first share (zero:
+	// DefaultBudgetWait); a read refused for the budget is ErrBudget.
+	MemoryBudget int64
+	BudgetWait   time.Duration
 	// WriteAttempts is how often a write is tried while the engine is
 	// unavailable; zero means 5. Backoff doubles from MinBackoff (zero:
 	// 100ms) up to MaxBackoff (zero: 5s), with ±20% jitter.
@@ -104,9 +129,10 @@ const DefaultMaxResponseBytes = 1 << 30
 
 // Client talks to one engine.
 type Client struct {
-	cfg   Config
-	http  *http.Client
-	query *url.URL
+	cfg    Config
+	http   *http.Client
+	query  *url.URL
+	budget *budget
 
 	requests *prometheus.CounterVec   // op, code
 	duration *prometheus.HistogramVec // op
@@ -134,6 +160,15 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.MemoryBudget <= 0 {
+		cfg.MemoryBudget = DefaultMemoryBudget
+	}
+	if cfg.MemoryBudget < readBase {
+		return nil, fmt.Errorf("memory budget: must be at least %s, the least one read takes, got %d bytes", formatBytes(readBase), cfg.MemoryBudget)
+	}
+	if cfg.BudgetWait <= 0 {
+		cfg.BudgetWait = DefaultBudgetWait
 	}
 	if cfg.WriteAttempts <= 0 {
 		cfg.WriteAttempts = 5
@@ -166,6 +201,19 @@ func New(cfg Config) (*Client, error) {
 			Help: "Remote write requests sent again after the engine was unavailable.",
 		}),
 	}
+	refused := f.NewCounter(prometheus.CounterOpts{
+		Name: "peakline_remote_memory_refusals_total",
+		Help: "Reads of the remote engine refused because other reads held the memory budget.",
+	})
+	c.budget = newBudget(cfg.MemoryBudget, cfg.BudgetWait, refused)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "peakline_remote_memory_reserved_bytes",
+		Help: "Bytes of the remote memory budget that reads of the engine hold (decoding, or until their querier is closed).",
+	}, func() float64 { return float64(c.budget.inUse()) })
+	f.NewGauge(prometheus.GaugeOpts{
+		Name: "peakline_remote_memory_budget_bytes",
+		Help: "The remote memory budget: the most reads of the engine may hold at once.",
+	}).Set(float64(cfg.MemoryBudget))
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -285,23 +333,29 @@ func statusError(what string, code int, body []byte) error {
 	return fmt.Errorf("%s: HTTP %d: %s", what, code, strings.TrimSpace(string(body)))
 }
 
-// readStatusError is statusError for a request that is not retried
-// here: an answer worth a retry wraps ErrUnavailable, so that the caller
-// (and its client, by a 503 with Retry-After) may try again later.
+// readStatusError is statusError for a read, which is not retried
+// here: a 4xx about the read is ErrRejected; a busy engine (503, 429)
+// ErrUnavailable, so that the caller (and its client, by a 503 with
+// Retry-After) may try again later; a 504 or 408 ErrTimeout; another
+// answer ErrFailed.
 func readStatusError(what string, code int, body []byte) error {
-	err := statusError(what, code, body)
-	if err != nil && !errors.Is(err, ErrRejected) {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	if code >= 200 && code < 300 {
+		return nil
 	}
-	return err
+	return fmt.Errorf("%w: %s: HTTP %d: %s", readStatus(code), what, code, strings.TrimSpace(string(body)))
 }
 
-// apiResponse is the envelope of the Prometheus HTTP API.
-type apiResponse struct {
-	Status    string          `json:"status"`
-	Data      json.RawMessage `json:"data"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
+// readStatus classifies the HTTP status of a read's answer.
+func readStatus(code int) error {
+	switch {
+	case code == http.StatusRequestTimeout || code == http.StatusGatewayTimeout:
+		return ErrTimeout
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		return ErrUnavailable
+	case code >= 400 && code < 500:
+		return ErrRejected
+	}
+	return ErrFailed
 }
 
 // apiError is an error answer of the Prometheus HTTP API.
@@ -309,19 +363,18 @@ type apiError struct {
 	code      int
 	errorType string
 	msg       string
+	url       string // set where the engine failed, to name it
 }
 
 func (e *apiError) Error() string {
+	if e.url != "" {
+		return fmt.Sprintf("%s: HTTP %d: %s: %s", e.url, e.code, e.errorType, e.msg)
+	}
 	return fmt.Sprintf("HTTP %d: %s: %s", e.code, e.errorType, e.msg)
 }
 
-// Unwrap classifies the answer like statusError.
-func (e *apiError) Unwrap() error {
-	if e.code >= 400 && e.code < 500 && e.code != http.StatusRequestTimeout && e.code != http.StatusTooManyRequests {
-		return ErrRejected
-	}
-	return ErrUnavailable
-}
+// Unwrap classifies the answer like readStatusError.
+func (e *apiError) Unwrap() error { return readStatus(e.code) }
 
 // IsTooLarge reports whether err is the engine's refusal of a read for
 // its size (see apiError.tooLarge).
@@ -345,47 +398,102 @@ func (e *apiError) tooLarge() bool {
 	return false
 }
 
+// errRequestTimeout is the cause of a read's context when
+// Config.RequestTimeout ran out (and not the caller's context).
+var errRequestTimeout = errors.New("request timeout")
+
+// withTimeout bounds a request by Config.RequestTimeout.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, c.cfg.RequestTimeout, errRequestTimeout)
+}
+
+// readError classifies an error of a read of u under ctx (bounded by
+// withTimeout): the budget's and the limit's refusals as they are, the
+// request timeout ErrTimeout, the caller's cancellation as it is, an
+// answer of the wrong shape ErrFailed, anything else (the connection)
+// ErrUnavailable.
+func (c *Client) readError(ctx context.Context, u string, err error) error {
+	switch {
+	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrBudget), errors.Is(err, errNoExport):
+		return err
+	case errors.Is(context.Cause(ctx), errRequestTimeout):
+		return fmt.Errorf("%w: %s: no answer within %s", ErrTimeout, u, c.cfg.RequestTimeout)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", u, ctx.Err())
+	case errors.Is(err, errSyntax):
+		return fmt.Errorf("%w: %s: %v", ErrFailed, u, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrUnavailable, u, err)
+}
+
 // api calls the Prometheus API at path (appended to the query base) with
 // params, by POST form (GET for the label endpoints, which Prometheus
-// answers only so), and decodes data into dst.
-func (c *Client) api(ctx context.Context, path string, params url.Values, dst any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+// answers only so), and streams the envelope's data to data, which
+// decodes it charging res.
+func (c *Client) api(ctx context.Context, path string, params url.Values, data func(*jsonStream) error) error {
+	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	u := c.query.String() + path
 	resp, err := c.post(ctx, path, params)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body := c.bounded(resp.Body, path)
-	var env apiResponse
-	if err := json.NewDecoder(body).Decode(&env); err != nil {
-		if errors.Is(err, ErrRejected) {
-			return err
+	if resp.StatusCode/100 != 2 {
+		// Error answers are small: a bounded read of one, decoded whole.
+		msg, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var env struct {
+			Status    string `json:"status"`
+			ErrorType string `json:"errorType"`
+			Error     string `json:"error"`
 		}
-		if resp.StatusCode/100 != 2 {
-			return &apiError{code: resp.StatusCode, errorType: "http", msg: http.StatusText(resp.StatusCode)}
+		ae := &apiError{code: resp.StatusCode, errorType: "http", msg: http.StatusText(resp.StatusCode)}
+		if rerr == nil && json.Unmarshal(msg, &env) == nil && env.Status == "error" {
+			ae.errorType, ae.msg = env.ErrorType, env.Error
 		}
-		return fmt.Errorf("%w: %s: decode answer: %v", ErrUnavailable, path, err)
+		if !errors.Is(ae, ErrRejected) {
+			ae.url = u
+		}
+		return ae
 	}
-	if env.Status != "success" {
-		return &apiError{code: resp.StatusCode, errorType: env.ErrorType, msg: env.Error}
+	s := newJSONStream(c.bounded(resp.Body, u))
+	var status, errorType, msg string
+	err = s.object(func(key string) error {
+		var err error
+		switch key {
+		case "status":
+			status, err = s.str()
+		case "errorType":
+			errorType, err = s.str()
+		case "error":
+			msg, err = s.str()
+		case "data":
+			err = data(s)
+		default: // warnings, infos
+			err = s.skip()
+		}
+		return err
+	})
+	if err != nil {
+		return c.readError(ctx, u, err)
 	}
-	if err := json.Unmarshal(env.Data, dst); err != nil {
-		return fmt.Errorf("%w: %s: decode data: %v", ErrUnavailable, path, err)
+	if status != "success" {
+		return &apiError{code: resp.StatusCode, errorType: errorType, msg: msg, url: u}
 	}
 	return nil
 }
 
-// bounded reads r up to Config.MaxResponseBytes; beyond, reads fail
-// with an error wrapping ErrRejected that names what was read.
-func (c *Client) bounded(r io.Reader, what string) io.Reader {
-	return &boundedReader{r: r, left: c.cfg.MaxResponseBytes, max: c.cfg.MaxResponseBytes, what: what}
+// bounded reads r, the answer of u, up to Config.MaxResponseBytes;
+// beyond, reads fail with an error wrapping ErrTooLarge that names u and
+// the bound.
+func (c *Client) bounded(r io.Reader, u string) io.Reader {
+	return &boundedReader{r: r, left: c.cfg.MaxResponseBytes, max: c.cfg.MaxResponseBytes, url: u}
 }
 
 type boundedReader struct {
 	r         io.Reader
 	left, max int64
-	what      string
+	url       string
 }
 
 func (b *boundedReader) Read(p []byte) (int, error) {
@@ -395,7 +503,7 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 		if n, _ := b.r.Read(one[:]); n == 0 {
 			return 0, io.EOF
 		}
-		return 0, fmt.Errorf("%w: %s: answer larger than %d bytes (the most one read takes); read a shorter time range", ErrRejected, b.what, b.max)
+		return 0, fmt.Errorf("%w: %s: more than %s, the most one answer may take; read a shorter time range", ErrTooLarge, b.url, formatBytes(b.max))
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
@@ -409,7 +517,8 @@ func (c *Client) post(ctx context.Context, path string, params url.Values) (*htt
 	return c.postURL(ctx, c.query.String()+path, strings.TrimPrefix(path, "/api/v1/"), params)
 }
 
-// postURL calls u (GET for the label endpoints), counted under op.
+// postURL calls u (GET for the label endpoints), counted under op. An
+// error is readError's.
 func (c *Client) postURL(ctx context.Context, u, op string, params url.Values) (*http.Response, error) {
 	var req *http.Request
 	var err error
@@ -428,7 +537,7 @@ func (c *Client) postURL(ctx context.Context, u, op string, params url.Values) (
 	c.addHeader(req)
 	resp, err := c.do(req, op)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, u, err)
+		return nil, c.readError(ctx, u, err)
 	}
 	return resp, nil
 }
@@ -443,7 +552,7 @@ func (c *Client) postURL(ctx context.Context, u, op string, params url.Values) (
 // ErrDeleteUnsupported.
 func (c *Client) Delete(ctx context.Context, ms ...*labels.Matcher) error {
 	params := url.Values{"match[]": {Selector(ms)}}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	path := "/api/v1/admin/tsdb/delete_series"
 	if tenant, ok := strings.CutPrefix(c.query.Path, "/select/"); ok {

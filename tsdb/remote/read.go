@@ -1,17 +1,15 @@
 package remote
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,15 +33,23 @@ import (
 const minWindowMs = 1000
 
 // Querier returns a querier of [mintMs, maxtMs]. The engine is asked at
-// Select time; nothing is held open.
+// Select time; no connection is held open. What its reads return holds
+// a share of the memory budget until Close, which the caller must call.
 func (c *Client) Querier(mintMs, maxtMs int64) (storage.Querier, error) {
-	return &querier{c: c, mint: mintMs, maxt: maxtMs}, nil
+	q := &querier{c: c, mint: mintMs, maxt: maxtMs, res: &lazyReservation{}}
+	// A querier dropped without Close would keep its share for good:
+	// the collector gives it back.
+	runtime.AddCleanup(q, (*lazyReservation).release, q.res)
+	return q, nil
 }
 
 // ChunkQuerier returns a chunk querier of [mintMs, maxtMs]: the series
-// read as Querier reads them, their samples encoded as XOR chunks.
+// read as Querier reads them, their samples encoded as XOR chunks. It
+// holds its share of the budget as Querier's does.
 func (c *Client) ChunkQuerier(mintMs, maxtMs int64) (storage.ChunkQuerier, error) {
-	return &chunkQuerier{querier{c: c, mint: mintMs, maxt: maxtMs}}, nil
+	q := &chunkQuerier{querier{c: c, mint: mintMs, maxt: maxtMs, res: &lazyReservation{}}}
+	runtime.AddCleanup(q, (*lazyReservation).release, q.res)
+	return q, nil
 }
 
 type chunkQuerier struct{ querier }
@@ -55,9 +61,15 @@ func (cq *chunkQuerier) Select(ctx context.Context, _ bool, hints *storage.Selec
 type querier struct {
 	c          *Client
 	mint, maxt int64
+	res        *lazyReservation
 }
 
-func (q *querier) Close() error { return nil }
+// Close gives the querier's share of the memory budget back: what it
+// returned is no longer counted, so the caller drops it.
+func (q *querier) Close() error {
+	q.res.release()
+	return nil
+}
 
 // window is the part of [q.mint, q.maxt] hints ask for.
 func (q *querier) window(hints *storage.SelectHints) (int64, int64) {
@@ -86,16 +98,28 @@ func (q *querier) selectSeries(ctx context.Context, hints *storage.SelectHints, 
 		return nil, nil
 	}
 	sel := Selector(ms)
+	res, err := q.res.get(ctx, q.c.budget, q.c.query.String())
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", sel, err)
+	}
 	var all []*series
-	var err error
 	switch {
 	case hints != nil && hints.Func == "series":
-		all, err = q.c.series(ctx, sel, lo, hi)
+		all, err = q.c.series(ctx, res, sel, lo, hi)
 	default:
-		all, err = q.c.samples(ctx, sel, lo, hi)
+		all, err = q.c.samples(ctx, res, sel, lo, hi)
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Merging, sorting and chunk encoding make at most one more copy of
+	// the columns.
+	n := 0
+	for _, s := range all {
+		n += cap(s.ts) + cap(s.vs)
+	}
+	if err := res.charge(int64(n) * 8); err != nil {
+		return nil, fmt.Errorf("read %s: %w", sel, err)
 	}
 	return q.c.merge(all), nil
 }
@@ -119,10 +143,10 @@ func (q *querier) selectChunks(ctx context.Context, hints *storage.SelectHints, 
 	return &chunkSeriesSet{list: out, i: -1}
 }
 
-// samples reads the raw samples of sel in [loMs, hiMs].
-func (c *Client) samples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+// samples reads the raw samples of sel in [loMs, hiMs], charging res.
+func (c *Client) samples(ctx context.Context, res *reservation, sel string, loMs, hiMs int64) ([]*series, error) {
 	if c.export.Load() != 2 {
-		out, err := c.exportSamples(ctx, sel, loMs, hiMs)
+		out, err := c.exportSamples(ctx, res, sel, loMs, hiMs)
 		if err == nil {
 			c.export.Store(1)
 			return out, nil
@@ -132,16 +156,18 @@ func (c *Client) samples(ctx context.Context, sel string, loMs, hiMs int64) ([]*
 		}
 		c.export.Store(2)
 	}
-	return c.rangeSamples(ctx, sel, loMs, hiMs)
+	return c.rangeSamples(ctx, res, sel, loMs, hiMs)
 }
 
 var errNoExport = errors.New("no /api/v1/export")
 
 // exportSamples reads VictoriaMetrics' export format: one JSON object
-// per line and series.
-func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+// per line and series, streamed into columns.
+func (c *Client) exportSamples(ctx context.Context, res *reservation, sel string, loMs, hiMs int64) ([]*series, error) {
+	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	u := c.query.String() + "/api/v1/export"
+	res.start(u)
 	resp, err := c.post(ctx, "/api/v1/export", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}})
 	if err != nil {
 		return nil, err
@@ -155,118 +181,27 @@ func (c *Client) exportSamples(ctx context.Context, sel string, loMs, hiMs int64
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return nil, fmt.Errorf("export %s: %w", sel, readStatusError("export", resp.StatusCode, msg))
 	}
-	var out []*series
-	br := bufio.NewReaderSize(c.bounded(resp.Body, "/api/v1/export"), 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if errors.Is(err, ErrRejected) {
-			return nil, fmt.Errorf("export %s: %w", sel, err)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			s, perr := parseExportLine(line)
-			if perr != nil {
-				return nil, fmt.Errorf("%w: export %s: %v", ErrUnavailable, sel, perr)
-			}
-			out = append(out, s)
-		}
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: export %s: read: %v", ErrUnavailable, sel, err)
-		}
+	out, err := decodeExport(newJSONStream(c.bounded(resp.Body, u)), res)
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", sel, c.readError(ctx, u, err))
 	}
-}
-
-// exportLine is one line of /api/v1/export.
-type exportLine struct {
-	Metric     map[string]string `json:"metric"`
-	Values     []float64         `json:"values"`
-	Timestamps []int64           `json:"timestamps"`
-}
-
-// parseExportLine reads one export line. The arrays, nearly all of its
-// bytes, are read by hand (encoding/json spent most of a large job's
-// read on them); a line of another shape goes to encoding/json whole.
-func parseExportLine(line []byte) (*series, error) {
-	var l exportLine
-	vi := bytes.Index(line, []byte(`,"values":[`))
-	ti := bytes.Index(line, []byte(`],"timestamps":[`))
-	ok := bytes.HasPrefix(line, []byte(`{"metric":`)) && vi > 0 && ti > vi
-	if ok {
-		if err := json.Unmarshal(line[len(`{"metric":`):vi], &l.Metric); err != nil {
-			return nil, err
-		}
-		l.Values, ok = parseFloats(line[vi+len(`,"values":[`) : ti])
-		rest := line[ti+len(`],"timestamps":[`):]
-		end := bytes.IndexByte(rest, ']')
-		ok = ok && end >= 0 && string(bytes.TrimSpace(rest[end:])) == "]}"
-		if ok {
-			l.Timestamps, ok = parseInts(rest[:end])
-		}
-	}
-	if !ok {
-		l = exportLine{}
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, err
-		}
-	}
-	if len(l.Values) != len(l.Timestamps) {
-		return nil, fmt.Errorf("%d values for %d timestamps", len(l.Values), len(l.Timestamps))
-	}
-	return &series{ls: labels.FromMap(l.Metric), ts: l.Timestamps, vs: l.Values}, nil
-}
-
-// parseFloats reads comma-separated JSON numbers.
-func parseFloats(b []byte) ([]float64, bool) {
-	out := make([]float64, 0, bytes.Count(b, []byte{','})+1)
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, ',')
-		if i < 0 {
-			i = len(b)
-		}
-		v, err := strconv.ParseFloat(string(b[:i]), 64)
-		if err != nil {
-			return nil, false
-		}
-		out = append(out, v)
-		b = b[min(i+1, len(b)):]
-	}
-	return out, true
-}
-
-// parseInts reads comma-separated JSON integers.
-func parseInts(b []byte) ([]int64, bool) {
-	out := make([]int64, 0, bytes.Count(b, []byte{','})+1)
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, ',')
-		if i < 0 {
-			i = len(b)
-		}
-		v, err := strconv.ParseInt(string(b[:i]), 10, 64)
-		if err != nil {
-			return nil, false
-		}
-		out = append(out, v)
-		b = b[min(i+1, len(b)):]
-	}
-	return out, true
+	return out, nil
 }
 
 // rangeSamples reads sel in [loMs, hiMs] by range selectors, splitting
 // windows the engine refuses as too large.
-func (c *Client) rangeSamples(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
-	out, err := c.rangeQuery(ctx, sel, loMs, hiMs)
+func (c *Client) rangeSamples(ctx context.Context, res *reservation, sel string, loMs, hiMs int64) ([]*series, error) {
+	out, err := c.rangeQuery(ctx, res, sel, loMs, hiMs)
 	var ae *apiError
 	if err == nil || !errors.As(err, &ae) || !ae.tooLarge() || hiMs-loMs < minWindowMs {
 		return out, err
 	}
 	mid := loMs + (hiMs-loMs)/2
-	first, err := c.rangeSamples(ctx, sel, loMs, mid)
+	first, err := c.rangeSamples(ctx, res, sel, loMs, mid)
 	if err != nil {
 		return nil, err
 	}
-	second, err := c.rangeSamples(ctx, sel, mid+1, hiMs)
+	second, err := c.rangeSamples(ctx, res, sel, mid+1, hiMs)
 	if err != nil {
 		return nil, err
 	}
@@ -274,39 +209,23 @@ func (c *Client) rangeSamples(ctx context.Context, sel string, loMs, hiMs int64)
 	return append(first, second...), nil
 }
 
-// matrix is the data of a range-vector answer.
-type matrix struct {
-	ResultType string `json:"resultType"`
-	Result     []struct {
-		Metric map[string]string `json:"metric"`
-		Values [][2]json.Number  `json:"values"`
-	} `json:"result"`
-}
-
-func (c *Client) rangeQuery(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
+// rangeQuery reads sel in [loMs, hiMs] by one instant query of a range
+// selector, its matrix streamed into columns.
+func (c *Client) rangeQuery(ctx context.Context, res *reservation, sel string, loMs, hiMs int64) ([]*series, error) {
 	expr := fmt.Sprintf("%s[%dms]", sel, hiMs-loMs+1)
-	var m matrix
-	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}, "nocache": {"1"}}, &m); err != nil {
+	res.start(c.query.String() + "/api/v1/query")
+	var typ string
+	var out []*series
+	err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(hiMs)}, "nocache": {"1"}}, func(s *jsonStream) error {
+		var err error
+		typ, out, err = decodeResult(s, res)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", expr, err)
 	}
-	if m.ResultType != "matrix" {
-		return nil, fmt.Errorf("%w: read %s: result type %q, want matrix", ErrUnavailable, expr, m.ResultType)
-	}
-	out := make([]*series, 0, len(m.Result))
-	for _, r := range m.Result {
-		s := &series{ls: labels.FromMap(r.Metric), ts: make([]int64, len(r.Values)), vs: make([]float64, len(r.Values))}
-		for i, p := range r.Values {
-			t, err := parseTime(string(p[0]))
-			if err != nil {
-				return nil, fmt.Errorf("%w: read %s: %v", ErrUnavailable, expr, err)
-			}
-			v, err := parseValue(string(p[1]))
-			if err != nil {
-				return nil, fmt.Errorf("%w: read %s: %v", ErrUnavailable, expr, err)
-			}
-			s.ts[i], s.vs[i] = t, v
-		}
-		out = append(out, s)
+	if typ != "matrix" {
+		return nil, fmt.Errorf("%w: read %s: result type %q, want matrix", ErrFailed, expr, typ)
 	}
 	return out, nil
 }
@@ -322,55 +241,74 @@ type Sample struct {
 // query of the client it asks VictoriaMetrics not to answer from its
 // rollup cache (nocache=1, which other engines ignore): that cache is
 // documented not to see samples written later with old times, as an
-// import of an old job writes them.
+// import of an old job writes them. The answer is decoded within a share
+// of the memory budget given back on return.
 func (c *Client) Query(ctx context.Context, expr string, atMs int64) ([]Sample, error) {
-	var v struct {
-		ResultType string `json:"resultType"`
-		Result     []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]json.Number    `json:"value"`
-		} `json:"result"`
-	}
-	if err := c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}, "nocache": {"1"}}, &v); err != nil {
+	u := c.query.String() + "/api/v1/query"
+	res, err := c.budget.reserve(ctx, u)
+	if err != nil {
 		return nil, fmt.Errorf("query %s: %w", expr, err)
 	}
-	if v.ResultType != "vector" {
-		return nil, fmt.Errorf("%w: query %s: result type %q, want vector", ErrUnavailable, expr, v.ResultType)
+	defer res.release()
+	var typ string
+	var result []*series
+	err = c.api(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(atMs)}, "nocache": {"1"}}, func(s *jsonStream) error {
+		var err error
+		typ, result, err = decodeResult(s, res)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
 	}
-	out := make([]Sample, len(v.Result))
-	for i, r := range v.Result {
-		t, err := parseTime(string(r.Value[0]))
-		if err != nil {
-			return nil, err
+	if typ != "vector" {
+		return nil, fmt.Errorf("%w: query %s: result type %q, want vector", ErrFailed, expr, typ)
+	}
+	out := make([]Sample, len(result))
+	for i, r := range result {
+		if len(r.ts) != 1 {
+			return nil, fmt.Errorf("%w: query %s: %d samples of a vector's series, want 1", ErrFailed, expr, len(r.ts))
 		}
-		f, err := parseValue(string(r.Value[1]))
-		if err != nil {
-			return nil, err
-		}
-		out[i] = Sample{Labels: labels.FromMap(r.Metric), TMs: t, V: f}
+		out[i] = Sample{Labels: r.ls, TMs: r.ts[0], V: r.vs[0]}
 	}
 	return out, nil
 }
 
 // series reads the label sets of sel in [loMs, hiMs] from the series API.
-func (c *Client) series(ctx context.Context, sel string, loMs, hiMs int64) ([]*series, error) {
-	var data []map[string]string
-	if err := c.api(ctx, "/api/v1/series", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}}, &data); err != nil {
+func (c *Client) series(ctx context.Context, res *reservation, sel string, loMs, hiMs int64) ([]*series, error) {
+	res.start(c.query.String() + "/api/v1/series")
+	var out []*series
+	err := c.api(ctx, "/api/v1/series", url.Values{"match[]": {sel}, "start": {formatTime(loMs)}, "end": {formatTime(hiMs)}}, func(s *jsonStream) error {
+		var err error
+		out, err = decodeSeriesList(s, res)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list series %s: %w", sel, err)
 	}
-	out := make([]*series, len(data))
-	for i, m := range data {
-		out[i] = &series{ls: labels.FromMap(m)}
-	}
 	return out, nil
+}
+
+// strings reads a list of strings from the label API at path.
+func (q *querier) strings(ctx context.Context, path string, params url.Values) ([]string, error) {
+	u := q.c.query.String() + path
+	res, err := q.res.get(ctx, q.c.budget, u)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	err = q.c.api(ctx, path, params, func(s *jsonStream) error {
+		var err error
+		out, err = decodeStrings(s, res)
+		return err
+	})
+	return out, err
 }
 
 // LabelValues asks the engine for the values of name among the series
 // ms select in the querier's range.
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	params := q.labelParams(hints, ms)
-	var vals []string
-	if err := q.c.api(ctx, "/api/v1/label/"+url.PathEscape(name)+"/values", params, &vals); err != nil {
+	vals, err := q.strings(ctx, "/api/v1/label/"+url.PathEscape(name)+"/values", q.labelParams(hints, ms))
+	if err != nil {
 		return nil, nil, fmt.Errorf("list values of label %s: %w", name, err)
 	}
 	slices.Sort(vals)
@@ -379,8 +317,8 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 
 // LabelNames asks the engine for the label names of the series ms select.
 func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	var names []string
-	if err := q.c.api(ctx, "/api/v1/labels", q.labelParams(hints, ms), &names); err != nil {
+	names, err := q.strings(ctx, "/api/v1/labels", q.labelParams(hints, ms))
+	if err != nil {
 		return nil, nil, fmt.Errorf("list label names: %w", err)
 	}
 	slices.Sort(names)
@@ -540,13 +478,16 @@ func parseTime(s string) (int64, error) {
 	sec, frac, _ := strings.Cut(s, ".")
 	n, err := strconv.ParseInt(sec, 10, 64)
 	if err != nil || len(frac) > 3 {
-		return 0, fmt.Errorf("bad sample time %q", s)
+		return 0, fmt.Errorf("bad sample time %q", strings.Clone(s)) // s must not escape: it is a decoder's buffer
 	}
 	ms := int64(0)
-	if frac != "" {
-		frac += strings.Repeat("0", 3-len(frac))
-		if ms, err = strconv.ParseInt(frac, 10, 64); err != nil {
-			return 0, fmt.Errorf("bad sample time %q", s)
+	for i := range 3 {
+		ms *= 10
+		if i < len(frac) {
+			if frac[i] < '0' || frac[i] > '9' {
+				return 0, fmt.Errorf("bad sample time %q", strings.Clone(s))
+			}
+			ms += int64(frac[i] - '0')
 		}
 	}
 	if strings.HasPrefix(sec, "-") {
@@ -560,7 +501,7 @@ func parseTime(s string) (int64, error) {
 func parseValue(s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return 0, fmt.Errorf("bad sample value %q", s)
+		return 0, fmt.Errorf("bad sample value %q", strings.Clone(s))
 	}
 	return v, nil
 }

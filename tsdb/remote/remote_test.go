@@ -303,26 +303,38 @@ func TestEngines(t *testing.T) {
 	}
 }
 
-// parseExportLine reads export lines as encoding/json does, by hand or
-// (another shape) through encoding/json, and refuses a broken one.
-func TestParseExportLine(t *testing.T) {
+// decodeExport reads export lines as encoding/json does, keys in any
+// order, escapes included, and refuses a broken one.
+func TestDecodeExport(t *testing.T) {
+	decode := func(line string) ([]*series, error) {
+		res, err := newBudget(1<<30, time.Second, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})).reserve(context.Background(), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.release()
+		return decodeExport(newJSONStream(strings.NewReader(line)), res)
+	}
 	f := func(line, wantLabels string, wantTs []int64, wantVs []float64) {
 		t.Helper()
-		s, err := parseExportLine([]byte(line))
-		if err != nil {
-			t.Fatalf("%s: %v", line, err)
+		out, err := decode(line)
+		if err != nil || len(out) != 1 {
+			t.Fatalf("%s: %d series, %v", line, len(out), err)
 		}
+		s := out[0]
 		if s.ls.String() != wantLabels || !slices.Equal(s.ts, wantTs) || !slices.Equal(s.vs, wantVs) {
 			t.Fatalf("%s: %s %v %v, want %s %v %v", line, s.ls, s.ts, s.vs, wantLabels, wantTs, wantVs)
 		}
 	}
 	f(`{"metric":{"__name__":"peakline_pids","task":"a,\"values\":[1]"},"values":[1,2.5,1e-7,-3],"timestamps":[1,2,3,4]}`+"\n",
 		`{__name__="peakline_pids", task="a,\"values\":[1]"}`, []int64{1, 2, 3, 4}, []float64{1, 2.5, 1e-7, -3})
-	f(`{"metric":{"job_id":"1"},"values":[],"timestamps":[]}`, `{job_id="1"}`, []int64{}, []float64{})
+	f(`{"metric":{"job_id":"1"},"values":[],"timestamps":[]}`, `{job_id="1"}`, nil, nil)
 	f(`{"timestamps":[5],"metric":{"job_id":"1"},"values":[0.5]}`, `{job_id="1"}`, []int64{5}, []float64{0.5})
-	for _, bad := range []string{`{"metric":{},"values":[1,2],"timestamps":[1]}`, `{"metric":{},"values":[x],"timestamps":[1]}`, `not json`} {
-		if s, err := parseExportLine([]byte(bad)); err == nil {
-			t.Errorf("%s: took it as %v", bad, s)
+	f(` { "metric" : { "task" : "caf\u00e9 \ud83d\ude00" } , "values" : [ 1 ] , "timestamps" : [ 7 ] , "extra" : [{"a":[1,"]"]}] } `,
+		`{task="café 😀"}`, []int64{7}, []float64{1})
+	for _, bad := range []string{`{"metric":{},"values":[1,2],"timestamps":[1]}`, `{"metric":{},"values":[x],"timestamps":[1]}`, `not json`,
+		`{"metric":{},"values":[1],"timestamps":[1]`, `{"metric":{"a":"b}}`, `{"metric":{},"values":[1],"timestamps":[1.5]}`} {
+		if out, err := decode(bad); !errors.Is(err, errSyntax) {
+			t.Errorf("%s: took it as %v (%v), want a syntax error", bad, out, err)
 		}
 	}
 }
@@ -378,7 +390,7 @@ func TestDeleteAdminDisabled(t *testing.T) {
 }
 
 // TestResponseBounded: an answer longer than MaxResponseBytes fails the
-// read with ErrRejected naming the bound, whether the engine streams it
+// read with ErrTooLarge naming the engine and the bound, whether the engine streams it
 // to the API decoder or to the export reader; an answer of exactly the
 // bound is read.
 func TestResponseBounded(t *testing.T) {
@@ -400,7 +412,7 @@ func TestResponseBounded(t *testing.T) {
 		}
 		q, _ := c.Querier(0, 10_000)
 		names, _, err := q.LabelNames(context.Background(), nil)
-		if got := fmt.Sprint(names, err); got != wantLabels || (err != nil) != errors.Is(err, ErrRejected) {
+		if got := strings.ReplaceAll(fmt.Sprint(names, err), srv.URL, "ENGINE"); got != wantLabels || (err != nil) != errors.Is(err, ErrTooLarge) {
 			t.Fatalf("max %d: LabelNames = %s, want %s", maxBytes, got, wantLabels)
 		}
 		set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "job_id", "1"))
@@ -408,15 +420,15 @@ func TestResponseBounded(t *testing.T) {
 		for set.Next() {
 			n++
 		}
-		got := fmt.Sprint(n, set.Err())
-		if got != wantExport || (set.Err() != nil) != errors.Is(set.Err(), ErrRejected) {
+		got := strings.ReplaceAll(fmt.Sprint(n, set.Err()), srv.URL, "ENGINE")
+		if got != wantExport || (set.Err() != nil) != errors.Is(set.Err(), ErrTooLarge) {
 			t.Fatalf("max %d: Select = %s, want %s", maxBytes, got, wantExport)
 		}
 	}
 	f(int64(len(exportBody)), "[job_id task] <nil>", "1 <nil>")
-	f(45, "[job_id task] <nil>", `0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 45 bytes (the most one read takes); read a shorter time range`)
-	f(44, `[] list label names: refused by the engine: /api/v1/labels: answer larger than 44 bytes (the most one read takes); read a shorter time range`,
-		`0 export {job_id="1"}: refused by the engine: /api/v1/export: answer larger than 44 bytes (the most one read takes); read a shorter time range`)
+	f(45, "[job_id task] <nil>", `0 export {job_id="1"}: engine answer too large: ENGINE/api/v1/export: more than 45 bytes, the most one answer may take; read a shorter time range`)
+	f(44, `[] list label names: engine answer too large: ENGINE/api/v1/labels: more than 44 bytes, the most one answer may take; read a shorter time range`,
+		`0 export {job_id="1"}: engine answer too large: ENGINE/api/v1/export: more than 44 bytes, the most one answer may take; read a shorter time range`)
 }
 
 // TestWriteTooOld: Prometheus' refusal of samples behind its head names
@@ -441,8 +453,9 @@ func TestWriteTooOld(t *testing.T) {
 	f("invalid labels", "refused by the engine: remote write: HTTP 400: invalid labels")
 }
 
-// TestReadStatus: an engine answering 5xx, 429 or 408 to a read or a
-// delete is unavailable (try later); another 4xx is a refusal.
+// TestReadStatus: an engine answering 503 or 429 to a read or a delete
+// is unavailable (try later), 504 or 408 timed out, another 5xx failed;
+// another 4xx is a refusal.
 func TestReadStatus(t *testing.T) {
 	f := func(code int, want error) {
 		t.Helper()
@@ -468,7 +481,10 @@ func TestReadStatus(t *testing.T) {
 		}
 	}
 	f(http.StatusServiceUnavailable, ErrUnavailable)
-	f(http.StatusInternalServerError, ErrUnavailable)
 	f(http.StatusTooManyRequests, ErrUnavailable)
+	f(http.StatusInternalServerError, ErrFailed)
+	f(http.StatusBadGateway, ErrFailed)
+	f(http.StatusGatewayTimeout, ErrTimeout)
+	f(http.StatusRequestTimeout, ErrTimeout)
 	f(http.StatusBadRequest, ErrRejected)
 }
