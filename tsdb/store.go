@@ -83,9 +83,9 @@ type Store struct {
 	closing   *atomic.Bool // set by Close: the TSDB's compaction may be canceled (closelog.go)
 	// compactor is the TSDB's compactor (backfill.go); stopCompactions
 	// cancels its work in flight, first thing in Close.
-	compactor        *compactor
-	stopCompactions  context.CancelFunc
-	blockLog         *blockLog // summarises the TSDB's per-block log records (tsdblog.go)
+	compactor       *compactor
+	stopCompactions context.CancelFunc
+	blockLog        *blockLog // summarises the TSDB's per-block log records (tsdblog.go)
 
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
