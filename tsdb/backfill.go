@@ -302,16 +302,62 @@ func (c *compactor) Write(dest string, b ptsdb.BlockReader, mint, maxt int64, ba
 	if maxt <= mint {
 		return nil, nil
 	}
-	if ooo, ok := b.(*ptsdb.OOOCompactionHead); ok {
-		has, err := c.oooHas(ooo, mint, maxt)
-		if err != nil {
-			return nil, err
-		}
-		if !has {
-			return nil, nil
-		}
+	var has bool
+	var err error
+	switch v := b.(type) {
+	case *ptsdb.OOOCompactionHead:
+		has, err = c.oooHas(v, mint, maxt)
+	case *ptsdb.SelectedSeriesHead:
+		// A delete's eviction of a few series walks the head's whole span,
+		// which after the replay of an old store's out-of-order samples
+		// starts years back.
+		has, err = hasChunk(v, mint, maxt)
+	default:
+		has = true
+	}
+	if err != nil || !has {
+		return nil, err
 	}
 	return c.LeveledCompactor.Write(dest, b, mint, maxt, base)
+}
+
+// hasChunk reports whether a series of b has a chunk overlapping
+// [mint, maxt).
+func hasChunk(b ptsdb.BlockReader, mint, maxt int64) (bool, error) {
+	found := false
+	err := eachChunk(b, func(m chunks.Meta) bool {
+		found = m.MinTime < maxt && m.MaxTime >= mint
+		return !found
+	})
+	return found, err
+}
+
+// eachChunk calls f with the meta of every chunk of every series of b
+// until f returns false.
+func eachChunk(b ptsdb.BlockReader, f func(chunks.Meta) bool) error {
+	ir, err := b.Index()
+	if err != nil {
+		return err
+	}
+	defer ir.Close()
+	name, value := index.AllPostingsKey()
+	p, err := ir.Postings(context.Background(), name, value)
+	if err != nil {
+		return err
+	}
+	var sb labels.ScratchBuilder
+	var chks []chunks.Meta
+	for p.Next() {
+		if err := ir.Series(p.At(), &sb, &chks); err != nil {
+			return err
+		}
+		for _, m := range chks {
+			if !f(m) {
+				return nil
+			}
+		}
+	}
+	return p.Err()
 }
 
 // oooHas reports whether a chunk of the out-of-order compaction head
@@ -339,29 +385,12 @@ func (c *compactor) oooHas(ooo *ptsdb.OOOCompactionHead, mint, maxt int64) (bool
 // oooChunkRanges lists the block ranges that a chunk of the whole
 // out-of-order compaction head overlaps.
 func oooChunkRanges(ooo *ptsdb.OOOCompactionHead) (map[int64]struct{}, error) {
-	all := ooo.CloneForTimeRange(math.MinInt64, math.MaxInt64)
-	ir, err := all.Index()
-	if err != nil {
-		return nil, err
-	}
-	defer ir.Close()
-	name, value := index.AllPostingsKey()
-	p, err := ir.Postings(context.Background(), name, value)
-	if err != nil {
-		return nil, err
-	}
 	out := map[int64]struct{}{}
-	var sb labels.ScratchBuilder
-	var chks []chunks.Meta
-	for p.Next() {
-		if err := ir.Series(p.At(), &sb, &chks); err != nil {
-			return nil, err
+	err := eachChunk(ooo.CloneForTimeRange(math.MinInt64, math.MaxInt64), func(m chunks.Meta) bool {
+		for start := alignDown(m.MinTime, blockRangeMs); start <= m.MaxTime; start += blockRangeMs {
+			out[start] = struct{}{}
 		}
-		for _, m := range chks {
-			for start := alignDown(m.MinTime, blockRangeMs); start <= m.MaxTime; start += blockRangeMs {
-				out[start] = struct{}{}
-			}
-		}
-	}
-	return out, p.Err()
+		return true
+	})
+	return out, err
 }

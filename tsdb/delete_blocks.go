@@ -66,6 +66,9 @@ func (s *Store) removeJobs(ctx context.Context, ids []string) (passStats, error)
 				return st, err
 			}
 			st.rewritten++
+			if s.afterBlock != nil {
+				s.afterBlock(ctx, st.rewritten)
+			}
 			for _, id := range t.jobs {
 				left[id]--
 			}

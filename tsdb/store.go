@@ -86,6 +86,9 @@ type Store struct {
 	compactor       *compactor
 	stopCompactions context.CancelFunc
 	blockLog        *blockLog // summarises the TSDB's per-block log records (tsdblog.go)
+	// afterBlock, when set (by tests, before the first delete), is called
+	// by the cleanup pass after each block it rewrote (delete_blocks.go).
+	afterBlock func(ctx context.Context, rewritten int)
 
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
