@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/index"
 )
 
 // passStats is what one cleanup pass did, for its log line.
@@ -145,7 +146,20 @@ func (s *Store) removeFromBlock(ctx context.Context, b *ptsdb.Block, m *labels.M
 	if err != nil {
 		return fmt.Errorf("write tombstone of block %s: %w", b.Meta().ULID, err)
 	}
-	if _, err := s.compactor.Compact(s.db.Dir(), []string{b.Dir()}, s.db.Blocks()); err != nil {
+	whole, err := onlyMatching(ctx, b, m)
+	if err != nil {
+		return err
+	}
+	// Compacting a block into nothing marks it deletable by writing its
+	// meta, which opening a querier reads (see queryMu).
+	if whole {
+		s.queryMu.Lock()
+	}
+	_, err = s.compactor.Compact(s.db.Dir(), []string{b.Dir()}, s.db.Blocks())
+	if whole {
+		s.queryMu.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("rewrite block %s: %w", b.Meta().ULID, err)
 	}
 	if err := s.loadBlocks(ctx); err != nil {
@@ -160,4 +174,28 @@ func (s *Store) logPass(ids []string, st passStats, start time.Time) {
 	s.blockLog.flush()
 	s.logger.Info("removed deleted jobs", "jobs", len(ids), "blocks_rewritten", st.rewritten,
 		"blocks", st.blocks, "duration", time.Since(start))
+}
+
+// onlyMatching reports whether every series of b matches m.
+func onlyMatching(ctx context.Context, b *ptsdb.Block, m *labels.Matcher) (bool, error) {
+	ir, err := b.Index()
+	if err != nil {
+		return false, fmt.Errorf("open index of block %s: %w", b.Meta().ULID, err)
+	}
+	defer ir.Close()
+	name, value := index.AllPostingsKey()
+	all, err := ir.Postings(ctx, name, value)
+	if err != nil {
+		return false, fmt.Errorf("read postings of block %s: %w", b.Meta().ULID, err)
+	}
+	matching, err := ptsdb.PostingsForMatchers(ctx, ir, m)
+	if err != nil {
+		return false, fmt.Errorf("read postings of block %s: %w", b.Meta().ULID, err)
+	}
+	for all.Next() {
+		if !matching.Next() || matching.At() != all.At() {
+			return false, nil
+		}
+	}
+	return all.Err() == nil && matching.Err() == nil, errors.Join(all.Err(), matching.Err())
 }

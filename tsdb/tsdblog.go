@@ -32,6 +32,7 @@ var blockRecords = map[string]string{
 	"out-of-order compaction started":              "ooo_compactions",
 	"Starting selected series compaction":          "selected_compactions",
 	"write block started":                          "",
+	"Found healthy block":                          "",
 	"out-of-order compaction completed":            "",
 	"Head portion block created":                   "",
 	"Ending selected series compaction":            "",
