@@ -78,7 +78,7 @@ func (s *served) sigterm(t *testing.T) time.Duration {
 func TestBackfillDeleteSigterm(t *testing.T) {
 	dir := t.TempDir()
 	s := serve(t, "--data", dir)
-	const n = 20 // samples per resource and task
+	const n = 20              // samples per resource and task
 	want := map[string]bool{} // job -> kept
 	first := time.Date(2005, 1, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 150 {
