@@ -178,6 +178,7 @@ func (s *Store) writeDayBlock(ctx context.Context, rows []bfRow, mint, maxt int6
 	// the head, whatever order the rows come in.
 	opts.ChunkRange = 2 * backfillDayMs
 	opts.ChunkDirRoot = tmp
+	opts.StripeSize = 256 // one write's series, not a server's
 	h, err := ptsdb.NewHead(nil, slog.New(slog.DiscardHandler), nil, nil, opts, nil)
 	if err != nil {
 		return 0, fmt.Errorf("create head: %w", err)
