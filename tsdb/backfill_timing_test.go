@@ -131,3 +131,42 @@ func BenchmarkBackfillDelete(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkBackfillSameDay imports 50 jobs of one old day (50 overlapping
+// day blocks) and reports what Prometheus's compaction takes to merge
+// them into one.
+//
+//	go test -run '^$' -bench BackfillSameDay -benchtime 1x ./tsdb/
+func BenchmarkBackfillSameDay(b *testing.B) {
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		s, err := Open(b.TempDir(), Options{}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		day := time.Date(2019, 3, 1, 0, 0, 0, 0, time.UTC)
+		for i := range 50 {
+			if _, err := s.Append(ctx, benchJob(fmt.Sprintf("job-%02d", i), day.Add(time.Duration(i)*20*time.Minute).UnixMilli(), 400)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n := len(s.db.Blocks()); n != 50 {
+			b.Fatalf("%d blocks before the merge, want 50", n)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if err := s.db.Compact(ctx); err != nil {
+			b.Fatal(err)
+		}
+		merge := time.Since(start)
+		b.StopTimer()
+		if n := len(s.db.Blocks()); n != 1 {
+			b.Fatalf("%d blocks after the merge, want 1", n)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(merge.Milliseconds()), "merge_ms")
+	}
+}
