@@ -426,6 +426,10 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	var res WriteResult
+	// Samples below the cut go to blocks of their own (backfill.go), the
+	// rest to the head.
+	cutMs := s.headCut()
+	var blocks backfillRows
 	app := s.appender(ctx) // the TSDB's, or a remote write request (remote.go)
 	fail := func(err error) (WriteResult, error) {
 		_ = app.Rollback()
@@ -440,6 +444,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		}
 		have := existing[ri]
 		var ref storage.SeriesRef
+		blocks.next()
 		k := 0
 		for i, t := range r.ts {
 			for k < len(have.ts) && have.ts[k] < t {
@@ -455,8 +460,9 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 				}
 				continue
 			}
-			ref, err = app.Append(ref, r.ls, t, r.vs[i])
-			if err != nil {
+			if t < cutMs {
+				blocks.add(r.ls, t, r.vs[i])
+			} else if ref, err = app.Append(ref, r.ls, t, r.vs[i]); err != nil {
 				return fail(storageRefusal(fmt.Sprintf("%s.t[%d]", r.field(), i), fmt.Errorf("append sample of %s at %d: %w", r.ls, t, err)))
 			}
 			if r.isTask {
@@ -468,12 +474,18 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			}
 		}
 		for i, h := range r.hs {
-			ref, err = app.AppendHistogram(ref, r.ls, h.T, h.H, h.FH)
-			if err != nil {
+			if h.T < cutMs {
+				blocks.addHistogram(r.ls, h)
+			} else if ref, err = app.AppendHistogram(ref, r.ls, h.T, h.H, h.FH); err != nil {
 				return fail(storageRefusal(fmt.Sprintf("%s.histograms[%d]", r.field(), i), fmt.Errorf("append histogram of %s at %d: %w", r.ls, h.T, err)))
 			}
 			res.Histograms++
 		}
+	}
+	// The blocks before the head's commit: a failed block write leaves
+	// the head's part uncommitted.
+	if err := s.writeBackfill(ctx, blocks.rows, cutMs); err != nil {
+		return fail(err)
 	}
 	if err := app.Commit(); err != nil {
 		return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit batch of %d series: %w", len(rows), err))

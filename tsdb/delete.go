@@ -54,16 +54,21 @@ const retryDelay = 30 * time.Second
 //
 // The order of the pass matters. Tombstones written by db.Delete do not
 // reach the out-of-order head: its compaction head has no tombstones
-// (OOOCompactionHead.Tombstones is empty), so a backfilled job would be
-// written back into a block. And head tombstones outlive the deletion:
-// they hide samples of a later re-import in the same range. So the pass
-// first moves the jobs' series out of both heads into blocks: the regular
-// compaction, then CompactSelectedSeries, which evicts just those series
-// and leaves other jobs' appends alone, and for series it skips because
-// they hold out-of-order samples, CompactOOOHead and again
-// CompactSelectedSeries. Only then does it write tombstones, which now
-// land on blocks only, rewrite the blocks without the jobs
-// (CleanTombstones) and check that no series of the jobs is left.
+// (OOOCompactionHead.Tombstones is empty), so a job's out-of-order samples
+// would be written back into a block. And head tombstones outlive the
+// deletion: they hide samples of a later re-import in the same range. So
+// the pass first moves the jobs' series out of both heads into blocks
+// (evictSeries), and then removes them from the blocks that hold them,
+// one block at a time (delete_blocks.go): a tombstone on that block, a
+// rewrite of it without the jobs (or its removal when nothing else is
+// left), and a reload. Blocks without the jobs are not touched. Each job
+// is released (visible to writes again, its record marked removed) as
+// soon as the last block holding it is done, not at the end of the pass.
+//
+// The pass stops between blocks when the store closes, and Close cancels
+// the rewrite of the block in flight (the store's compactor, backfill.go).
+// What is done stays done: the next pass lists the blocks that still hold
+// the jobs, so it resumes with the first block not rewritten yet.
 type deleter struct {
 	dir    string
 	logger *slog.Logger
@@ -330,6 +335,14 @@ func (d *deleter) snapshot() []string {
 	return ids
 }
 
+// pendingJob reports whether jobID is pending removal.
+func (d *deleter) pendingJob(jobID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.records[jobID]
+	return ok
+}
+
 // finish drops the records of removed jobs and wakes their waiters.
 func (d *deleter) finish(ids []string, now time.Time) error {
 	d.mu.Lock()
@@ -537,61 +550,19 @@ func (s *Store) runDeletes() {
 		}
 		ids := d.snapshot()
 		start := time.Now()
-		if err := s.removeJobs(ctx, ids); err != nil {
+		st, err := s.removeJobs(ctx, ids) // delete_blocks.go
+		if err != nil {
 			if ctx.Err() != nil {
+				s.logger.Info("cleanup of deleted jobs stopped by closing the store; it resumes at the next start",
+					"jobs", len(ids), "blocks_rewritten", st.rewritten, "duration", time.Since(start))
 				return
 			}
 			d.logger.Error("remove deleted jobs, will retry", "jobs", len(ids), "retry_in", retryDelay, "err", err)
 			retry = time.After(retryDelay)
 			continue
 		}
-		if err := d.finish(ids, s.now()); err != nil {
-			d.logger.Error("finish deleted jobs", "err", err)
-		}
-		d.logger.Info("removed deleted jobs", "jobs", len(ids), "duration", time.Since(start))
+		s.logPass(ids, st, start)
 	}
-}
-
-// removeJobs removes every sample of ids from the heads and blocks, in
-// the order explained at deleter.
-func (s *Store) removeJobs(ctx context.Context, ids []string) error {
-	quoted := make([]string, len(ids))
-	for i, id := range ids {
-		quoted[i] = regexp.QuoteMeta(id)
-	}
-	match := labels.MustNewMatcher(labels.MatchRegexp, LabelJob, strings.Join(quoted, "|"))
-	// A series the selected compaction keeps (it changed meanwhile) is
-	// found by the check below and the pass runs again.
-	const attempts = 3
-	for range attempts {
-		// The regular compaction first: it is safe against concurrent
-		// appends and leaves at most the last few hours in the in-order
-		// head, which the selected compaction below walks in steps of
-		// one block range.
-		if err := s.db.Compact(ctx); err != nil {
-			return fmt.Errorf("compact: %w", err)
-		}
-		if err := s.evictSeries(ctx, match); err != nil {
-			return err
-		}
-		s.queryMu.Lock()
-		err := s.db.Delete(ctx, minTime, maxTime, match)
-		s.queryMu.Unlock()
-		if err != nil {
-			return fmt.Errorf("write tombstones: %w", err)
-		}
-		if err := s.db.CleanTombstones(); err != nil {
-			return fmt.Errorf("clean tombstones: %w", err)
-		}
-		left, err := s.anySeries(ctx, match)
-		if err != nil {
-			return err
-		}
-		if !left {
-			return nil
-		}
-	}
-	return fmt.Errorf("series of deleted jobs are still stored after %d attempts", attempts)
 }
 
 // evictSeries moves every head series matching m into blocks and out of

@@ -153,7 +153,7 @@ func checkHidden(t *testing.T, s *Store, id string) {
 
 // rawSamples counts the samples of a job in the TSDB itself, deletion
 // records or not.
-func rawSamples(t *testing.T, q storage.Querier, id string) int {
+func rawSamples(t testing.TB, q storage.Querier, id string) int {
 	t.Helper()
 	set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, LabelJob, id))
 	n := 0
@@ -172,7 +172,7 @@ func rawSamples(t *testing.T, q storage.Querier, id string) int {
 	return n
 }
 
-func rawStoreSamples(t *testing.T, s *Store, id string) int {
+func rawStoreSamples(t testing.TB, s *Store, id string) int {
 	t.Helper()
 	q, err := s.querier(minTime, maxTime)
 	if err != nil {

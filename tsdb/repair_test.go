@@ -267,7 +267,8 @@ func TestRepairMiddleWALSegment(t *testing.T) {
 // cannot be replayed; Open says which checkpoint and what to do.
 func TestRepairMissingCheckpoint(t *testing.T) {
 	orig := t.TempDir()
-	base := time.Now().Add(-5 * time.Hour).UnixMilli()
+	// Inside the head's window, so that the samples go through the WAL.
+	base := time.Now().Add(-150 * time.Minute).UnixMilli()
 	oneSegmentEach(t, orig, exampleBatch("old1", base), exampleBatch("old2", base+60_000), exampleBatch("old3", base+120_000), nil, nil)
 	compactStore(t, orig)
 	oneSegmentEach(t, orig, exampleBatch("new", base+3_600_000))

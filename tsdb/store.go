@@ -71,11 +71,6 @@ type Options struct {
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
 const DefaultCacheSamples = 20_000_000
 
-// oooWindow lets the head accept samples of any age: jobs from years ago
-// are imported through the out-of-order path and compacted into blocks of
-// their own time. 100 years in milliseconds.
-const oooWindow = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
-
 // Store is a job store over one TSDB directory (Open) or a remote engine
 // (OpenRemote).
 type Store struct {
@@ -86,6 +81,14 @@ type Store struct {
 	spansFast atomic.Int32
 	logger    *slog.Logger
 	closing   *atomic.Bool // set by Close: the TSDB's compaction may be canceled (closelog.go)
+	// compactor is the TSDB's compactor (backfill.go); stopCompactions
+	// cancels its work in flight, first thing in Close.
+	compactor       *compactor
+	stopCompactions context.CancelFunc
+	blockLog        *blockLog // summarises the TSDB's per-block log records (tsdblog.go)
+	// afterBlock, when set (by tests, before the first delete), is called
+	// by the cleanup pass after each block it rewrote (delete_blocks.go).
+	afterBlock func(ctx context.Context, rewritten int)
 
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
@@ -126,37 +129,53 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	// one far-future sample would drop everything else: retention.go
 	// applies Options.Retention per job against the clock instead.
 	o.RetentionDuration = 0
-	o.OutOfOrderTimeWindow = oooWindow
+	skew := opts.MaxFutureSkew
+	if skew <= 0 {
+		skew = DefaultMaxFutureSkew
+	}
+	// Only for ordinary late samples: old jobs go to blocks (backfill.go).
+	o.OutOfOrderTimeWindow = outOfOrderWindow(skew)
 	o.EnableOverlappingCompaction = true
 	damage, err := checkDisk(dir, logger, reg)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
+	if err := removeBackfillLeftovers(dir); err != nil {
+		return nil, fmt.Errorf("open store %q: remove unfinished backfill: %w", dir, err)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	stopCtx, stopCompactions := context.WithCancel(context.Background())
+	var comp *compactor
+	o.NewCompactorFunc = newCompactorFunc(stopCtx, &comp)
 	closing := new(atomic.Bool)
-	dbLogger := slog.New(closingHandler{Handler: logger.Handler(), closing: closing}).With("component", "tsdb")
+	blog := newBlockLog(logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "tsdb")}), now)
+	dbLogger := slog.New(closingHandler{Handler: blockLogHandler{Handler: logger.Handler(), log: blog}, closing: closing}).With("component", "tsdb")
 	db, err := ptsdb.Open(dir, dbLogger, reg, o, nil)
 	if err != nil {
+		stopCompactions()
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
 	dels, err := newDeleter(dir, opts.HoldDeletes, logger, reg)
 	if err != nil {
+		stopCompactions()
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger, closing: closing, cache: newCache(opts.CacheSamples), damage: damage,
-		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention,
+	s := &Store{db: db, logger: logger, closing: closing, compactor: comp, stopCompactions: stopCompactions, blockLog: blog,
+		cache: newCache(opts.CacheSamples), damage: damage,
+		now: now, maxFutureSkew: skew, retention: opts.Retention,
 		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
-	if s.now == nil {
-		s.now = time.Now
-	}
 	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
-	if s.maxFutureSkew <= 0 {
-		s.maxFutureSkew = DefaultMaxFutureSkew
-	}
 	if err := s.recheckRemoved(context.Background()); err != nil {
+		stopCompactions()
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
+	s.stopped.Add(1)
+	go s.runBlockLog()
 	go s.runDeletes()
 	dels.requestCleanup() // records left by the last run
 	if s.retention > 0 {
@@ -184,13 +203,20 @@ func (s *Store) Close() error {
 	if !first {
 		return nil
 	}
-	s.stopped.Wait()
-	<-s.deletes.done
 	if s.remote != nil {
+		s.stopped.Wait()
+		<-s.deletes.done
 		return nil
 	}
+	// A compaction in flight (Prometheus's own, or one of the delete
+	// pass) ends at its next series: the pass below stops at once.
 	s.closing.Store(true)
-	if err := s.db.Close(); err != nil {
+	s.stopCompactions()
+	s.stopped.Wait()
+	<-s.deletes.done
+	err := s.db.Close()
+	s.blockLog.flush()
+	if err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
 	return nil
