@@ -66,6 +66,11 @@ type Options struct {
 	// store sees every write); a remote store, whose engine other
 	// replicas write to, uses DefaultRemoteCacheTTL for zero.
 	CacheTTL time.Duration
+	// MinFreeDisk is the free space, in bytes, of the data dir's file
+	// system below which writes are refused with ErrInsufficientStorage
+	// (see diskspace.go). Zero means DefaultMinFreeDisk; negative turns
+	// the rule off. A remote store ignores it.
+	MinFreeDisk int64
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -101,6 +106,8 @@ type Store struct {
 
 	damage Damage // found by checkDisk at Open (repair.go)
 
+	disk *diskGuard // free-space admission and log soundness; nil for a remote store
+
 	// queryMu serialises opening queriers (read) with db.Delete (write):
 	// Prometheus's Block.Delete replaces a block's tombstones and meta
 	// without a lock that NewBlockQuerier takes.
@@ -132,8 +139,20 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
+	if err := checkStartSpace(dir); err != nil { // diskspace.go
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	minFree := opts.MinFreeDisk
+	if minFree == 0 {
+		minFree = DefaultMinFreeDisk
+	}
+	disk := newDiskGuard(dir, minFree, now, reg)
 	closing := new(atomic.Bool)
-	dbLogger := slog.New(closingHandler{Handler: logger.Handler(), closing: closing}).With("component", "tsdb")
+	dbLogger := slog.New(closingHandler{Handler: logger.Handler(), closing: closing, disk: disk}).With("component", "tsdb")
 	db, err := ptsdb.Open(dir, dbLogger, reg, o, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
@@ -143,12 +162,9 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	s := &Store{db: db, logger: logger, closing: closing, cache: newCache(opts.CacheSamples), damage: damage,
-		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention,
+	s := &Store{db: db, logger: logger, closing: closing, cache: newCache(opts.CacheSamples), damage: damage, disk: disk,
+		now: now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention,
 		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
-	if s.now == nil {
-		s.now = time.Now
-	}
 	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
 	if s.maxFutureSkew <= 0 {
 		s.maxFutureSkew = DefaultMaxFutureSkew
