@@ -21,7 +21,7 @@ package tsdb
 import (
 	"errors"
 	"fmt"
-	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -254,40 +254,30 @@ func (s *Store) commit(app rowAppender) error {
 	return nil
 }
 
-// startMargin is free space start-up needs besides the replay's chunks:
-// a few head chunk files, each allocated 128 KiB ahead, and the log's
-// first page.
-const startMargin = 1 << 20
+// minStartFree is the least free space the store opens with: the TSDB
+// writes head chunks while it replays the write-ahead log (new chunk
+// files are allocated 128 KiB ahead) and panics when that write fails.
+// After a clean close the replay writes next to nothing (the close wrote
+// every full chunk); after a crash it writes the chunks of the last
+// minute or so of samples, which the threshold of the running store
+// (DefaultMinFreeDisk) leaves room for.
+const minStartFree = 4 << 20
 
-// checkStartSpace refuses to open dir when its file system has less free
-// space than the replay of its write-ahead logs may write: the TSDB
-// writes full head chunks to DATA/chunks_head while it replays, and
-// panics when that write fails. The need is estimated as the size of
-// the logs (a sample's chunk takes no more than its log record) plus
-// startMargin. It runs after the repair, which needs no space.
+// checkStartSpace refuses to open dir with less than minStartFree free
+// on its file system, saying how much is needed, rather than let the
+// replay panic. It runs after the repair, which needs no space. A dir
+// without a write-ahead log needs nothing replayed.
 func checkStartSpace(dir string) error {
-	var logBytes int64
-	for _, sub := range []string{"wal", "wbl"} {
-		_ = filepath.WalkDir(filepath.Join(dir, sub), func(_ string, e fs.DirEntry, err error) error {
-			if err == nil && !e.IsDir() {
-				if info, err := e.Info(); err == nil {
-					logBytes += info.Size()
-				}
-			}
-			return nil
-		})
-	}
-	if logBytes == 0 {
+	if _, err := os.Stat(filepath.Join(dir, "wal")); err != nil {
 		return nil
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return nil // the TSDB's own open says what is wrong with dir
 	}
-	free, need := int64(st.Bavail)*int64(st.Bsize), logBytes+startMargin
-	if free < need {
-		return fmt.Errorf("%w: %s free on the file system of %s, starting needs about %s (replaying the %s write-ahead log writes the head's chunks): free space there, then start again",
-			ErrInsufficientStorage, fmtBytes(free), dir, fmtBytes(need), fmtBytes(logBytes))
+	if free := int64(st.Bavail) * int64(st.Bsize); free < minStartFree {
+		return fmt.Errorf("%w: %s free on the file system of %s, starting needs at least %s (replaying the write-ahead log writes the head's chunks): free space there, then start again",
+			ErrInsufficientStorage, fmtBytes(free), dir, fmtBytes(minStartFree))
 	}
 	return nil
 }
