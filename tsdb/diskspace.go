@@ -13,7 +13,7 @@ package tsdb
 //
 // Why a reopen and not a fresh segment: the head of a failed commit has
 // already created its new series in memory, and Prometheus logs them
-// again on rollback, which fails the same way. A later write to such a
+// again on rollback, which fails too while the disk is full. A later write to such a
 // series logs samples that refer to a series record the log does not
 // hold, and the replay drops them. Only a replay rebuilds memory from
 // what the log really holds.

@@ -7,7 +7,8 @@
 // It owns the schema (metric and label names, see schema.go), appending
 // (live batches and backfill of jobs of any age through the out-of-order
 // window), reading one job as per-resource columns with task attribution,
-// job summaries, retention and deletion. It does not downsample, speak HTTP
+// job summaries, retention and deletion, and the admission of writes by
+// the free space of the data dir (diskspace.go). It does not downsample, speak HTTP
 // or parse Ansible files: those belong to downsample, server and collector.
 //
 // A Store is safe for concurrent use.
