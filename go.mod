@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/VictoriaMetrics/metricsql v0.87.3
+	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/dgryski/go-lttb v0.0.0-20230207170358-f8fc36cdbff1
@@ -33,7 +34,6 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/internal v1.13.0 // indirect
 	github.com/AzureAD/microsoft-authentication-library-for-go v1.10.1 // indirect
 	github.com/VictoriaMetrics/metrics v1.35.3 // indirect
-	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b // indirect
 	github.com/aws/aws-sdk-go-v2 v1.47.3 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.33.9 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.9 // indirect

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alecthomas/units"
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,6 +108,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		rem                        tsdb.Remote
 		remoteCacheTTL             time.Duration
 		remoteHeaders              []string
+		minFreeDisk                = byteSize(tsdb.DefaultMinFreeDisk)
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data DIR | --remote-write-url URL --remote-query-url BASE --settings FILE",
@@ -146,6 +148,16 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 				return err
 			}
 			cfg.EventsURL = eventsURL
+			if minFreeDisk < 0 {
+				return fmt.Errorf("--min-free-disk: must not be negative (0 turns the rule off), got %d", minFreeDisk)
+			}
+			if (rem.WriteURL != "" || rem.QueryURL != "") && cmd.Flags().Changed("min-free-disk") {
+				return errors.New("--min-free-disk: only with --data (a remote engine keeps its own disk)")
+			}
+			storeMinFree := int64(minFreeDisk)
+			if storeMinFree == 0 {
+				storeMinFree = -1 // tsdb.Options: negative turns the rule off, zero is the default
+			}
 			if rem.WriteURL == "" && rem.QueryURL == "" {
 				for _, name := range []string{"remote-cache-ttl", "remote-timeout", "remote-header", "remote-memory-budget"} {
 					if cmd.Flags().Changed(name) {
@@ -168,7 +180,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 				return err
 			}
 			srv, err := server.Open(server.Setup{DataDir: dataDir, Remote: rem, Config: cfg,
-				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL}}, logger, reg)
+				Store: tsdb.Options{Retention: retention, MaxFutureSkew: maxFutureSkew, CacheTTL: remoteCacheTTL, MinFreeDisk: storeMinFree}}, logger, reg)
 			if err != nil {
 				return err
 			}
@@ -210,6 +222,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
 	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
+	f.Var(&minFreeDisk, "min-free-disk", "with --data: refuse writes (507 with Retry-After) while the data dir's file system has less free space than this, e.g. 128MiB or 1GB; 0 turns the rule off")
 	f.DurationVar(&maxFutureSkew, "max-future-skew", tsdb.DefaultMaxFutureSkew, "refuse samples further ahead of the server's clock than this")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
 	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 64<<20, "largest request body accepted after decompression (times --max-concurrent-ingest bounds ingest memory)")
@@ -759,4 +772,24 @@ func parseTime(flag, s string) (time.Time, error) {
 		return time.UnixMilli(int64(math.Round(f * 1000))), nil
 	}
 	return time.Time{}, fmt.Errorf("%s: must be RFC 3339 (2026-11-30T03:39:40Z) or unix seconds, got %q", flag, s)
+}
+
+// byteSize is a flag of bytes: a number, or one with a unit (128MiB,
+// 1GB: KiB and KB are 1024 and 1000).
+type byteSize int64
+
+func (b *byteSize) String() string { return units.Base2Bytes(*b).String() }
+func (b *byteSize) Type() string   { return "bytes" }
+
+func (b *byteSize) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*b = byteSize(n)
+		return nil
+	}
+	n, err := units.ParseStrictBytes(s)
+	if err != nil {
+		return fmt.Errorf("want bytes, as a number or with a unit (128MiB, 1GB), got %q", s)
+	}
+	*b = byteSize(n)
+	return nil
 }

@@ -61,7 +61,31 @@ func TestServeStoreFlags(t *testing.T) {
 		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--remote-memory-budget", "1000")
 	f("--remote-memory-budget: only with --remote-write-url and --remote-query-url (a remote engine)",
 		"--data", dir, "--remote-memory-budget", "1073741824")
+	f("--min-free-disk: only with --data (a remote engine keeps its own disk)",
+		"--remote-write-url", w, "--remote-query-url", q, "--settings", dir+"/s.json", "--min-free-disk", "1GB")
+	f("--min-free-disk: must not be negative (0 turns the rule off), got -1", "--data", dir, "--min-free-disk", "-1")
+	f(`invalid argument "lots" for "--min-free-disk" flag: want bytes, as a number or with a unit (128MiB, 1GB), got "lots"`,
+		"--data", dir, "--min-free-disk", "lots")
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("a refused serve left %d files in --data", len(entries))
+	}
+}
+
+// --min-free-disk takes bytes as a number or with a base-2 or metric unit.
+func TestByteSizeFlag(t *testing.T) {
+	f := func(in string, want int64) {
+		t.Helper()
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Fatalf("Set(%q) = %d, %v, want %d", in, b, err, want)
+		}
+	}
+	f("0", 0)
+	f("1048576", 1<<20)
+	f("128MiB", 128<<20)
+	f("1GB", 1_000_000_000)
+	f("512KiB", 512<<10)
+	if b := byteSize(128 << 20); b.String() != "128MiB" {
+		t.Fatalf("String() = %q, want 128MiB", b.String())
 	}
 }

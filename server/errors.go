@@ -34,6 +34,16 @@ const deletePendingRetryAfter = "5"
 // that failed because the remote engine stayed unavailable.
 const engineUnavailableRetryAfter = "5"
 
+// lowDiskRetryAfter is the Retry-After (seconds) of a write refused
+// because the store's disk is below --min-free-disk: writes resume by
+// themselves once space is freed.
+const lowDiskRetryAfter = "10"
+
+// logUnsoundRetryAfter is the Retry-After (seconds) of a write refused
+// after a failed write-ahead log write: writes resume once serve has
+// restarted and repaired the log.
+const logUnsoundRetryAfter = "30"
+
 // errorBody is the JSON error envelope of the Peakline API.
 type errorBody struct {
 	Error string `json:"error"`
@@ -59,6 +69,10 @@ func statusOf(err error) int {
 		return http.StatusUnsupportedMediaType
 	case errors.Is(err, tsdb.ErrJobNotFound), errors.Is(err, errNoSuchRun):
 		return http.StatusNotFound
+	case errors.Is(err, tsdb.ErrInsufficientStorage):
+		return http.StatusInsufficientStorage // with Retry-After: writes resume once space is freed
+	case errors.Is(err, tsdb.ErrLogUnsound):
+		return http.StatusServiceUnavailable // with Retry-After: writes resume after a restart
 	case errors.Is(err, tsdb.ErrDeletePending):
 		return http.StatusServiceUnavailable // with Retry-After, see handleError
 	case errors.Is(err, tsdb.ErrEngineUnavailable), errors.Is(err, tsdb.ErrRemoteBudget):
@@ -94,6 +108,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if errors.Is(err, tsdb.ErrEngineUnavailable) || errors.Is(err, tsdb.ErrRemoteBudget) {
 		c.Response().Header().Set("Retry-After", engineUnavailableRetryAfter)
+	}
+	if errors.Is(err, tsdb.ErrInsufficientStorage) {
+		c.Response().Header().Set("Retry-After", lowDiskRetryAfter)
+	}
+	if errors.Is(err, tsdb.ErrLogUnsound) {
+		c.Response().Header().Set("Retry-After", logUnsoundRetryAfter)
 	}
 	msg := err.Error()
 	var he *echo.HTTPError

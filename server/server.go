@@ -225,15 +225,37 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// healthz answers {"status":"ok"}, or {"status":"degraded",
-// "quarantined":[...]} while damaged blocks sit in DATA/quarantine. Both
-// are HTTP 200: a degraded store still serves every other job, and a
-// liveness probe that failed would restart it into the same state (and
-// take the healthy jobs down with it); the damage needs a person, who is
-// told by this body, the log and peakline_quarantined_blocks.
+// healthz answers {"status":"ok"}, or {"status":"degraded", ...} with
+// the reasons: "quarantined":[...] while damaged blocks sit in
+// DATA/quarantine, "writes":{...} while the store refuses writes (its
+// disk below --min-free-disk, or a failed write-ahead log write). Both
+// are HTTP 200: a degraded store still serves every other job and every
+// read, and a liveness probe that failed would restart it into the same
+// state (and take the healthy jobs down with it); the damage needs a
+// person, who is told by this body, the log and the metrics
+// (peakline_quarantined_blocks, peakline_disk_refused_writes_total).
 func (s *Server) healthz(c echo.Context) error {
-	if q := s.store.Damage().Quarantined; len(q) > 0 {
-		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "quarantined": q})
+	body := healthBody{Status: "ok", Quarantined: s.store.Damage().Quarantined}
+	if ws := s.store.WriteStatus(); ws.Refusing {
+		body.Writes = &writesHealth{Refused: true, Reason: ws.Reason, FreeBytes: ws.FreeBytes, MinFreeBytes: ws.MinFreeBytes}
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	if len(body.Quarantined) > 0 || body.Writes != nil {
+		body.Status = "degraded"
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+// healthBody is the /healthz answer.
+type healthBody struct {
+	Status      string                  `json:"status"`
+	Quarantined []tsdb.QuarantinedBlock `json:"quarantined,omitempty"`
+	Writes      *writesHealth           `json:"writes,omitempty"`
+}
+
+// writesHealth says why writes are refused.
+type writesHealth struct {
+	Refused      bool   `json:"refused"`
+	Reason       string `json:"reason"`
+	FreeBytes    int64  `json:"free_bytes"`
+	MinFreeBytes int64  `json:"min_free_bytes"`
 }

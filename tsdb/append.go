@@ -398,6 +398,9 @@ func mergeRow(dst, src *row) (conflicts int) {
 // drops the cache of every job the rows belong to. A refusal of the head
 // rolls the whole transaction back and is returned as a *Refusal.
 func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) {
+	if err := s.admitDisk(rows); err != nil { // diskspace.go
+		return WriteResult{}, err
+	}
 	var jobs []string
 	seen := map[string]struct{}{}
 	for _, r := range rows {
@@ -437,7 +440,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	}
 	for ri, r := range rows {
 		if len(rows) > maxAtomicSeries && ri > 0 && ri%commitSeries == 0 {
-			if err := app.Commit(); err != nil {
+			if err := s.commit(app); err != nil {
 				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
 			}
 			app = s.appender(ctx)
@@ -487,7 +490,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	if err := s.writeBackfill(ctx, blocks.rows, cutMs); err != nil {
 		return fail(err)
 	}
-	if err := app.Commit(); err != nil {
+	if err := s.commit(app); err != nil {
 		return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit batch of %d series: %w", len(rows), err))
 	}
 	return res, nil

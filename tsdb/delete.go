@@ -630,7 +630,7 @@ func (s *Store) markStale(ctx context.Context, refs []storage.SeriesRef) error {
 			return fmt.Errorf("mark series %s stale: %w", sb.Labels(), err)
 		}
 	}
-	if err := app.Commit(); err != nil {
+	if err := s.commit(app); err != nil { // diskspace.go
 		return fmt.Errorf("commit stale markers: %w", err)
 	}
 	return nil

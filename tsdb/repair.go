@@ -8,10 +8,13 @@ package tsdb
 //     DATA/quarantine/<ulid>-<reason>, logged with its time range, and the
 //     store opens without it: one bad block never keeps serve down, and
 //     every other job stays readable.
-//   - The write-ahead logs (wal, wbl) are read through once. Prometheus
-//     repairs a corrupt log by cutting it at the first bad record and
-//     deleting every later segment; this says how much that drops
-//     (segments, bytes, records) before it happens.
+//   - The write-ahead logs (wal, wbl) are read through once. A corrupt
+//     log is cut right after its last good record and every later
+//     segment deleted, as Prometheus's repair would, and the log says
+//     how much that drops (segments, bytes, records). The cut is made
+//     in place (cutLog), so it needs no free space: Prometheus's own
+//     repair copies the good part of the corrupt segment, up to a whole
+//     128 MiB segment, and cannot start on a full disk.
 //   - A log whose checkpoint is missing or unreadable cannot be opened;
 //     the error then says what is wrong and what to do.
 //
@@ -80,6 +83,12 @@ type LogDamage struct {
 	// told apart from garbage, so the loss is at least this.
 	DroppedRecords int
 	Err            string
+
+	// Where the repair cuts: right after the last good record, in its
+	// segment (the segment before Segment when the bad record opens one).
+	cutSegment int
+	cutOffset  int64
+	lastSeg    int // the log's last segment
 }
 
 // Damage is what Open found wrong on disk.
@@ -121,6 +130,9 @@ func checkDisk(dir string, logger *slog.Logger, reg prometheus.Registerer) (Dama
 				"dir", filepath.Join(dir, sub), "segment", ld.Segment, "offset", ld.Offset,
 				"dropped_segments", ld.DroppedSegments, "dropped_bytes", ld.DroppedBytes,
 				"dropped_records_at_least", ld.DroppedRecords, "err", ld.Err)
+			if err := cutLog(filepath.Join(dir, sub), ld); err != nil {
+				return d, err
+			}
 			d.Logs = append(d.Logs, *ld)
 		}
 	}
@@ -391,9 +403,16 @@ func checkLog(dir, sub string) (*LogDamage, error) {
 	}
 	// The repair keeps the records before the bad one: the bad record
 	// starts where the last good one of its segment ended.
-	ld := &LogDamage{Dir: sub, Segment: cerr.Segment, DroppedSegments: last - cerr.Segment, Err: cerr.Err.Error()}
+	ld := &LogDamage{Dir: sub, Segment: cerr.Segment, DroppedSegments: last - cerr.Segment, Err: cerr.Err.Error(),
+		cutSegment: cerr.Segment, lastSeg: last}
 	if sc.lastSegment == cerr.Segment {
 		ld.Offset = sc.lastOffset
+	}
+	if sc.lastSegment >= 0 {
+		// A torn record at the end of a segment shows as a bad record at
+		// the start of the next one: the cut goes after the last good
+		// record, which drops the torn part too.
+		ld.cutSegment, ld.cutOffset = sc.lastSegment, sc.lastOffset
 	}
 	if st, err := os.Stat(wlog.SegmentName(ldir, cerr.Segment)); err == nil && st.Size() > ld.Offset {
 		ld.DroppedBytes += st.Size() - ld.Offset
@@ -406,6 +425,38 @@ func checkLog(dir, sub string) (*LogDamage, error) {
 		ld.DroppedRecords += later.records
 	}
 	return ld, nil
+}
+
+// cutLog repairs a corrupt log in place: it deletes every segment after
+// the cut's, newest first, and truncates the cut's segment right after
+// its last good record. Both only free space. The TSDB then opens a log
+// that reads cleanly and writes on in a new segment.
+func cutLog(ldir string, ld *LogDamage) error {
+	for k := ld.lastSeg; k > ld.cutSegment; k-- {
+		if err := os.Remove(wlog.SegmentName(ldir, k)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("repair %s: delete segment %d: %w", ldir, k, err)
+		}
+	}
+	seg := wlog.SegmentName(ldir, ld.cutSegment)
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("repair %s: open segment %d: %w", ldir, ld.cutSegment, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(ld.cutOffset); err != nil {
+		return fmt.Errorf("repair %s: cut segment %d at %d: %w", ldir, ld.cutSegment, ld.cutOffset, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("repair %s: sync segment %d: %w", ldir, ld.cutSegment, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("repair %s: close segment %d: %w", ldir, ld.cutSegment, err)
+	}
+	if d, err := os.Open(ldir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
 }
 
 // checkCheckpoint fails when the WAL's segments do not follow its last

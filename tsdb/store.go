@@ -7,7 +7,8 @@
 // It owns the schema (metric and label names, see schema.go), appending
 // (live batches and backfill of jobs of any age through the out-of-order
 // window), reading one job as per-resource columns with task attribution,
-// job summaries, retention and deletion. It does not downsample, speak HTTP
+// job summaries, retention and deletion, and the admission of writes by
+// the free space of the data dir (diskspace.go). It does not downsample, speak HTTP
 // or parse Ansible files: those belong to downsample, server and collector.
 //
 // A Store is safe for concurrent use.
@@ -66,6 +67,11 @@ type Options struct {
 	// store sees every write); a remote store, whose engine other
 	// replicas write to, uses DefaultRemoteCacheTTL for zero.
 	CacheTTL time.Duration
+	// MinFreeDisk is the free space, in bytes, of the data dir's file
+	// system below which writes are refused with ErrInsufficientStorage
+	// (see diskspace.go). Zero means DefaultMinFreeDisk; negative turns
+	// the rule off. A remote store ignores it.
+	MinFreeDisk int64
 }
 
 // DefaultCacheSamples keeps about 400 MB of decoded samples.
@@ -103,6 +109,8 @@ type Store struct {
 	cache *cache
 
 	damage Damage // found by checkDisk at Open (repair.go)
+
+	disk *diskGuard // free-space admission and log soundness; nil for a remote store
 
 	// queryMu serialises opening queriers (read) with db.Delete (write):
 	// Prometheus's Block.Delete replaces a block's tombstones and meta
@@ -143,16 +151,24 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	if err := removeBackfillLeftovers(dir); err != nil {
 		return nil, fmt.Errorf("open store %q: remove unfinished backfill: %w", dir, err)
 	}
+	if err := checkStartSpace(dir); err != nil { // diskspace.go
+		return nil, fmt.Errorf("open store %q: %w", dir, err)
+	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
+	minFree := opts.MinFreeDisk
+	if minFree == 0 {
+		minFree = DefaultMinFreeDisk
+	}
+	disk := newDiskGuard(dir, minFree, now, reg)
 	stopCtx, stopCompactions := context.WithCancel(context.Background())
 	var comp *compactor
 	o.NewCompactorFunc = newCompactorFunc(stopCtx, &comp)
 	closing := new(atomic.Bool)
 	blog := newBlockLog(logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "tsdb")}), now)
-	dbLogger := slog.New(closingHandler{Handler: blockLogHandler{Handler: logger.Handler(), log: blog}, closing: closing}).With("component", "tsdb")
+	dbLogger := slog.New(closingHandler{Handler: blockLogHandler{Handler: logger.Handler(), log: blog}, closing: closing, disk: disk}).With("component", "tsdb")
 	db, err := ptsdb.Open(dir, dbLogger, reg, o, nil)
 	if err != nil {
 		stopCompactions()
@@ -165,7 +181,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
 	s := &Store{db: db, logger: logger, closing: closing, compactor: comp, stopCompactions: stopCompactions, blockLog: blog,
-		cache: newCache(opts.CacheSamples), damage: damage,
+		cache: newCache(opts.CacheSamples), damage: damage, disk: disk,
 		now: now, maxFutureSkew: skew, retention: opts.Retention,
 		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
 	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountTmpfs mounts a tmpfs of size bytes on a new folder, unmounted
+// after every later cleanup (a serve stopped); skipped only where
+// mounting is not permitted (CI runs as root).
+func mountTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root to mount a %d-byte tmpfs (CI runs as root)", size)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Skipf("mount -t tmpfs -o size=%d: %v (not permitted here)", size, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a file into dir that leaves about leave bytes free.
+func fillDisk(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for n := int64(st.Bavail)*st.Bsize - leave; n > 0; n -= int64(len(buf)) {
+		if _, err := f.Write(buf[:min(n, int64(len(buf)))]); err != nil {
+			t.Fatalf("write filler: %v", err)
+		}
+	}
+	return path
+}
+
+// diskIngest posts ingest batches of one task and 4000 CPU samples each,
+// a job per batch, and remembers the jobs acknowledged.
+type diskIngest struct {
+	t     *testing.T
+	base0 int64 // unix ms of job 0
+	next  int
+	acked []string
+}
+
+type ingestAnswer struct {
+	code       int
+	retryAfter string
+	msg        string
+}
+
+// post sends job i.
+func (d *diskIngest) post(url string, i int) ingestAnswer {
+	d.t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(i), 5))
+	job := fmt.Sprintf("disk-%04d", i)
+	startMs := d.base0 + int64(i)*60_000
+	ts, vs := make([]int64, 4000), make([]float64, 4000)
+	for k := range ts {
+		ts[k], vs[k] = startMs+int64(k)*10, math.Round(rng.Float64()*40000)/100
+	}
+	body, _ := json.Marshal(map[string]any{
+		"job_id": job,
+		"tasks":  []map[string]any{{"counter": 3, "uuid": "u-" + job, "name": "fill", "start": startMs}},
+		"series": []map[string]any{{"resource": "cpu", "counter": 3, "uuid": "u-" + job, "task": "fill", "t": ts, "v": vs}},
+	})
+	resp, err := http.Post(url+"/api/v1/ingest", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	if resp.StatusCode == http.StatusOK {
+		d.acked = append(d.acked, job)
+	}
+	return ingestAnswer{resp.StatusCode, resp.Header.Get("Retry-After"), e.Error}
+}
+
+// untilRefused posts new jobs until one is not taken.
+func (d *diskIngest) untilRefused(url string) ingestAnswer {
+	d.t.Helper()
+	for range 2000 {
+		i := d.next
+		d.next++
+		if a := d.post(url, i); a.code != http.StatusOK {
+			return a
+		}
+	}
+	d.t.Fatalf("%d batches were all taken", d.next)
+	return ingestAnswer{}
+}
+
+// more posts n new jobs and requires each taken.
+func (d *diskIngest) more(url string, n int) {
+	d.t.Helper()
+	for range n {
+		i := d.next
+		d.next++
+		if a := d.post(url, i); a.code != http.StatusOK {
+			d.t.Fatalf("job %d: %+v, want 200", i, a)
+		}
+	}
+}
+
+// checkAcked requires every acknowledged job whole on the server.
+func (d *diskIngest) checkAcked(s *served) {
+	d.t.Helper()
+	for _, job := range d.acked {
+		if n := s.rawSamples(d.t, job); n != 4000 {
+			d.t.Fatalf("job %s has %d samples after the restart, 4000 were acknowledged", job, n)
+		}
+	}
+}
+
+type healthDoc struct {
+	Status string `json:"status"`
+	Writes *struct {
+		Refused bool   `json:"refused"`
+		Reason  string `json:"reason"`
+	} `json:"writes"`
+}
+
+func (s *served) health(t *testing.T) healthDoc {
+	t.Helper()
+	var h healthDoc
+	code, body := s.get(t, "/healthz")
+	if code != 200 || json.Unmarshal(body, &h) != nil {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	return h
+}
+
+// TestServeDiskFull runs `peakline serve` on a 64 MiB tmpfs with
+// --min-free-disk 8MiB: filled up, it answers ingest 507 with
+// Retry-After and /healthz degraded before the write-ahead log fails;
+// once the filler is removed it takes writes again by itself, and after
+// SIGTERM and a restart every acknowledged sample is there and the log
+// needed no repair.
+func TestServeDiskFull(t *testing.T) {
+	mnt := mountTmpfs(t, 64<<20)
+	data := filepath.Join(mnt, "data")
+	s := serve(t, "--data", data, "--min-free-disk", "8MiB")
+	filler := fillDisk(t, mnt, 12<<20)
+	d := &diskIngest{t: t, base0: time.Now().Add(-24 * time.Hour).UnixMilli()}
+	a := d.untilRefused(s.URL)
+	if a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
+		t.Fatalf("ingest on a full disk: %+v, want 507 with Retry-After naming --min-free-disk", a)
+	}
+	if len(d.acked) == 0 {
+		t.Fatal("no batch was taken before the disk filled")
+	}
+	if h := s.health(t); h.Status != "degraded" || h.Writes == nil || !h.Writes.Refused {
+		t.Fatalf("/healthz on a full disk: %+v, want degraded with writes refused", h)
+	}
+	if n := s.rawSamples(t, d.acked[0]); n != 4000 { // reads go on
+		t.Fatalf("job %s reads %d samples while writes are refused, want 4000", d.acked[0], n)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	// The refused batch is sent again, as a client following Retry-After
+	// would, until it is taken: at the server's next look at the disk.
+	refused := d.next - 1
+	freed := time.Now()
+	for a.code != http.StatusOK {
+		if time.Since(freed) > 10*time.Second {
+			t.Fatalf("writes still refused 10s after space was freed: %+v", a)
+		}
+		time.Sleep(50 * time.Millisecond)
+		a = d.post(s.URL, refused)
+	}
+	t.Logf("writes taken again %s after space was freed", time.Since(freed).Round(time.Millisecond))
+	d.more(s.URL, 20)
+	if h := s.health(t); h.Status != "ok" {
+		t.Fatalf("/healthz after space was freed: %+v, want ok", h)
+	}
+	s.stop(t)
+	s = serve(t, "--data", data, "--min-free-disk", "8MiB")
+	d.checkAcked(s)
+	if strings.Contains(s.out.String(), "corrupt") {
+		t.Fatalf("the restart found a corrupt log:\n%s", s.out.String())
+	}
+	s.stop(t)
+}
+
+// TestServeWALWriteFailure runs `peakline serve --min-free-disk 0` (no
+// rule) on a 64 MiB tmpfs until a write fails in the write-ahead log:
+// every write after it is refused with 503 and Retry-After, also once
+// space is freed, until the restart, which repairs the log; writes are
+// then taken, and after one more restart every write acknowledged before
+// the failure and after the first restart is there.
+func TestServeWALWriteFailure(t *testing.T) {
+	mnt := mountTmpfs(t, 64<<20)
+	data := filepath.Join(mnt, "data")
+	s := serve(t, "--data", data, "--min-free-disk", "0")
+	filler := fillDisk(t, mnt, 4<<20+31108)
+	d := &diskIngest{t: t, base0: time.Now().Add(-24 * time.Hour).UnixMilli()}
+	if a := d.untilRefused(s.URL); a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.msg, "no space left on device") {
+		t.Fatalf("ingest on a full disk without the rule: %+v, want 503 with Retry-After for no space left", a)
+	}
+	before := len(d.acked)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		i := d.next
+		d.next++
+		if a := d.post(s.URL, i); a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.msg, "restarts") {
+			t.Fatalf("job %d after the failed log write: %+v, want 503 with Retry-After until a restart", i, a)
+		}
+	}
+	if h := s.health(t); h.Status != "degraded" || h.Writes == nil || !strings.Contains(h.Writes.Reason, "restart") {
+		t.Fatalf("/healthz after a failed log write: %+v, want degraded saying to restart", h)
+	}
+	s.stop(t)
+	s = serve(t, "--data", data, "--min-free-disk", "0")
+	if strings.Contains(s.out.String(), "write-ahead log is corrupt") {
+		t.Log("the restart repaired a torn log")
+	}
+	d.more(s.URL, 20)
+	s.stop(t)
+	s = serve(t, "--data", data, "--min-free-disk", "0")
+	d.checkAcked(s)
+	t.Logf("%d jobs acknowledged before the failure, %d after the restart, all there", before, len(d.acked)-before)
+	s.stop(t)
+}
