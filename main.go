@@ -213,6 +213,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", 10_000, "most tasks accepted in one JSON ingest batch")
 	f.Float64Var(&cfg.RegressionFactor, "regression-factor", server.DefaultRegressionFactor, "template history: flag a task's value when it is at least this many times the median of the other runs (and beyond their spread and the metric's floor)")
 	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", 4, "ingest requests (JSON and remote write) decoded and stored at once, each once its body is in; more get 429 with Retry-After")
+	f.Int64Var(&cfg.MaxReadBytes, "max-read-bytes", server.DefaultMaxReadBytes, "memory the heavy reads (template history, a job's graph and tasks, the jobs list) may hold at once, by the estimate each reserves before it starts; past it 429 with Retry-After")
 	f.DurationVar(&cfg.BodyReadTimeout, "ingest-body-timeout", server.DefaultBodyReadTimeout, "longest an ingest body may take to arrive after its headers; a slower one gets 408")
 	f.Int64Var(&cfg.MaxBodyBytesInFlight, "max-body-bytes-in-flight", server.DefaultMaxBodyBytesInFlight, "bytes of ingest bodies held at once, being received or served, whatever the number of clients (at least --max-body-bytes); past it 429 with Retry-After")
 	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")

@@ -56,6 +56,11 @@ type Config struct {
 	// that would pass it gets 429 (default DefaultMaxBodyBytesInFlight).
 	// It must be at least MaxBodyBytes.
 	MaxBodyBytesInFlight int64
+	// MaxReadBytes bounds the memory the heavy reads (history, a job's
+	// graph and tasks, the jobs list) hold at once, by the estimate each
+	// reserves before it starts; past it 429 with Retry-After (default
+	// DefaultMaxReadBytes).
+	MaxReadBytes int64
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
 	// SettingsPath is the file holding the collection policy; "" keeps
@@ -110,6 +115,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBodyBytesInFlight <= 0 {
 		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes)
 	}
+	if c.MaxReadBytes <= 0 {
+		c.MaxReadBytes = DefaultMaxReadBytes
+	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
 	}
@@ -145,6 +153,7 @@ type Server struct {
 	sec     *security
 	ingests chan struct{} // one token per ingest request being served (limit.go)
 	bodies  *bodyBudget   // bytes of the ingest bodies being received and served (limit.go)
+	reads   *readPool     // memory of the heavy reads being served (limit.go)
 	runs    *runCache     // per-job statistics of the template history (history.go)
 	owned   bool          // the store was opened by Open: Close closes it (open.go)
 }
@@ -178,6 +187,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg), policy: pol}
 	s.ingests = make(chan struct{}, cfg.MaxConcurrentIngest)
 	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight)
+	s.reads = newReadPool(cfg.MaxReadBytes)
 	s.runs = newRunCache()
 	e := echo.New()
 	e.HideBanner = true
