@@ -239,6 +239,12 @@ func parseAuthFile(b []byte) (*credentials, error) {
 		case (t.SHA256 == "") == (t.Token == ""):
 			return nil, fmt.Errorf("%s (%s): give exactly one of sha256 and token", where, t.Name)
 		case t.Token != "":
+			if strings.TrimSpace(t.Token) == "" {
+				return nil, fmt.Errorf("%s (%s): token: is blank; give a real token (e.g. openssl rand -hex 32)", where, t.Name)
+			}
+			if strings.TrimSpace(t.Token) != t.Token {
+				return nil, fmt.Errorf("%s (%s): token: must not begin or end with white space (a request's token is read without it)", where, t.Name)
+			}
 			if len(t.Token) < minTokenLen {
 				return nil, fmt.Errorf("%s (%s): token: must be at least %d characters (e.g. openssl rand -hex 32)", where, t.Name, minTokenLen)
 			}
@@ -249,6 +255,9 @@ func parseAuthFile(b []byte) (*credentials, error) {
 				return nil, fmt.Errorf("%s (%s): sha256: must be 64 hex digits (printf %%s TOKEN | sha256sum)", where, t.Name)
 			}
 			copy(e.sum[:], sum)
+			if isBlankSum(e.sum) {
+				return nil, fmt.Errorf("%s (%s): sha256: is the hash of an empty token (the token file was empty?); give the hash of the real token", where, t.Name)
+			}
 		}
 		var err error
 		if e.scopes, err = parseScopes(t.Scopes); err != nil {
@@ -266,6 +275,11 @@ func parseAuthFile(b []byte) (*credentials, error) {
 		}
 		if _, err := bcrypt.Cost([]byte(u.Bcrypt)); err != nil {
 			return nil, fmt.Errorf("%s (%s): bcrypt: is not a bcrypt hash (htpasswd -nbB USER PASSWORD): %w", where, u.Name, err)
+		}
+		// One bcrypt comparison per user at load: an empty password
+		// would let anyone in who sends the user name.
+		if bcrypt.CompareHashAndPassword([]byte(u.Bcrypt), nil) == nil {
+			return nil, fmt.Errorf("%s (%s): bcrypt: is the hash of the empty password; hash a real one (htpasswd -nbB USER PASSWORD)", where, u.Name)
 		}
 		s, err := parseScopes(u.Scopes)
 		if err != nil {
@@ -288,6 +302,19 @@ func parseAuthFile(b []byte) (*credentials, error) {
 		}
 	}
 	return c, nil
+}
+
+// blankSums are the SHA-256 sums of the tokens an empty token file
+// yields: nothing, or a line end (sha256sum < FILE, echo "" | sha256sum).
+var blankSums = [...][sha256.Size]byte{sha256.Sum256(nil), sha256.Sum256([]byte("\n")), sha256.Sum256([]byte("\r\n"))}
+
+func isBlankSum(sum [sha256.Size]byte) bool {
+	for _, b := range blankSums {
+		if sum == b {
+			return true
+		}
+	}
+	return false
 }
 
 // principal is who made a request.
@@ -315,7 +342,11 @@ func (c *credentials) authenticate(r *http.Request, now time.Time) (principal, s
 	kind, rest, _ := strings.Cut(h, " ")
 	switch strings.ToLower(kind) {
 	case "bearer":
-		sum := sha256.Sum256([]byte(strings.TrimSpace(rest)))
+		tok := strings.TrimSpace(rest)
+		if tok == "" {
+			return principal{}, failMalformed // never compared: no entry may be empty
+		}
+		sum := sha256.Sum256([]byte(tok))
 		// Compare with every entry, whatever matched, so the time taken
 		// says nothing about which token was close.
 		found := -1
@@ -330,7 +361,7 @@ func (c *credentials) authenticate(r *http.Request, now time.Time) (principal, s
 		return principal{name: c.tokens[found].name, scopes: c.tokens[found].scopes}, ""
 	case "basic":
 		user, pass, ok := r.BasicAuth()
-		if !ok {
+		if !ok || user == "" || pass == "" {
 			return principal{}, failMalformed
 		}
 		return c.login(user, pass, now)

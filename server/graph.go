@@ -35,6 +35,11 @@ func (s *Server) graph(c echo.Context) error {
 	if algo != "" && !validAlgorithm(algo) {
 		return badRequest("algorithm: must be one of %s, got %q", strings.Join(downsample.Names(), ", "), algo)
 	}
+	release, err := s.reserveJobRead(c, jobID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	job, err := s.store.ReadJob(c.Request().Context(), jobID, fromMs, toMs)
 	if err != nil {
 		return err
@@ -73,6 +78,11 @@ func (s *Server) tasks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.reserveJobRead(c, jobID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	job, err := s.store.ReadJob(c.Request().Context(), jobID, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return err

@@ -108,6 +108,25 @@ func (s *Server) templateHistory(c echo.Context) error {
 	slices.SortFunc(sums, func(a, b tsdb.Summary) int {
 		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
 	})
+	// Reserve the memory of the runs, their matching and the answer
+	// (and of reading the largest run, if the store's cache lacks it)
+	// before any of it is done.
+	var estimate int64
+	maxSamples := 0
+	for _, sum := range sums {
+		estimate += int64(sum.Tasks) * historyTaskRunBytes
+		samples := 0
+		for _, r := range sum.Resources {
+			samples += r.Samples
+		}
+		maxSamples = max(maxSamples, samples)
+	}
+	estimate += int64(maxSamples) * readSampleBytes
+	release, err := s.reads.reserve(c, fmt.Sprintf("the history of %d runs", len(sums)), estimate)
+	if err != nil {
+		return err
+	}
+	defer release()
 	runs := make([]history.Run, 0, len(sums))
 	name := ""
 	for _, sum := range sums {

@@ -103,19 +103,6 @@ func TestIngestBatchLimits(t *testing.T) {
 	f(sizedBatch(2, 3), 200, `"samples":3`)
 }
 
-// blockedBody is a request body that hands out its bytes only when told,
-// so a test holds an ingest request inside the server for as long as it
-// wants.
-type blockedBody struct {
-	r       io.Reader
-	release chan struct{}
-}
-
-func (b *blockedBody) Read(p []byte) (int, error) {
-	<-b.release
-	return b.r.Read(p)
-}
-
 // waitIngests spins until n ingest requests hold a slot. No sleep: the
 // requests are on their way, and the slots are the server's own state.
 func waitIngests(s *Server, n int) {
@@ -125,38 +112,16 @@ func waitIngests(s *Server, n int) {
 }
 
 // Past --max-concurrent-ingest an ingest request (JSON or remote write)
-// is refused at once with 429 and Retry-After, not queued, while other
-// routes still answer; once a slot frees, ingest works again.
+// whose body is in is refused at once with 429 and Retry-After, not
+// queued, while other routes still answer; once a slot frees, ingest
+// works again. The slots are taken here as two requests being decoded
+// would take them (a request holds one only once its body is in: see
+// TestIngestSlowBodiesHoldNoSlot).
 func TestIngestConcurrencyLimit(t *testing.T) {
 	s, hs, _ := newLimitServer(t, Config{MaxConcurrentIngest: 2})
 	body := sizedBatch(1, 1)
-	type result struct {
-		code int
-		body string
-	}
-	var held []*blockedBody
-	done := make(chan result, 2)
-	for range 2 {
-		b := &blockedBody{r: bytes.NewReader(body), release: make(chan struct{})}
-		held = append(held, b)
-		go func() {
-			req, _ := http.NewRequest(http.MethodPost, hs.URL+"/api/v1/ingest", b)
-			req.ContentLength = int64(len(body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				done <- result{body: err.Error()}
-				return
-			}
-			defer resp.Body.Close()
-			got, _ := io.ReadAll(resp.Body)
-			done <- result{resp.StatusCode, string(got)}
-		}()
-	}
-	// The transport sends the headers before it reads the body, so both
-	// requests reach the handler and take their slots while held.
-	waitIngests(s, 2)
-
+	s.ingests <- struct{}{}
+	s.ingests <- struct{}{}
 	f := func(path string, header map[string]string) {
 		t.Helper()
 		code, got, retry := doPost(t, hs.URL+path, bytes.NewReader(body), header)
@@ -171,19 +136,15 @@ func TestIngestConcurrencyLimit(t *testing.T) {
 	if code := getStatus(t, hs.URL+"/api/v1/jobs"); code != http.StatusOK {
 		t.Errorf("GET /api/v1/jobs while ingest is full: %d, want 200", code)
 	}
-
-	for _, b := range held {
-		close(b.release)
+	if n := s.bodies.reserved.Load(); n != 0 {
+		t.Errorf("refused requests still hold %d bytes of bodies", n)
 	}
-	for range held {
-		if r := <-done; r.code != http.StatusOK {
-			t.Errorf("held ingest request: %d %s, want 200", r.code, r.body)
-		}
-	}
-	waitIngests(s, 0)
+	<-s.ingests
 	if code, got, _ := doPost(t, hs.URL+"/api/v1/ingest", bytes.NewReader(body), jsonHeader); code != http.StatusOK {
-		t.Errorf("ingest after the slots freed: %d %s, want 200", code, got)
+		t.Errorf("ingest after a slot freed: %d %s, want 200", code, got)
 	}
+	<-s.ingests
+	waitIngests(s, 0)
 }
 
 func getStatus(t *testing.T, url string) int {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -109,6 +110,12 @@ func (s *Server) listJobs(c echo.Context) error {
 		matched = matched[:limit]
 		page.Next = encodeJobsCursor(matched[limit-1])
 	}
+	release, err := s.reads.reserve(c, fmt.Sprintf("a page of %d of %d jobs", len(matched), len(spans)),
+		int64(len(spans))*listSpanBytes+int64(len(matched))*listJobBytes)
+	if err != nil {
+		return err
+	}
+	defer release()
 	for _, sp := range matched {
 		sum, err := s.store.Summary(ctx, sp.ID)
 		if errors.Is(err, tsdb.ErrJobNotFound) {

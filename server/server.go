@@ -46,6 +46,21 @@ type Config struct {
 	// write) decoded at once; more are refused with 429 and Retry-After,
 	// not queued. With MaxDecodedBytes it bounds the memory ingest holds.
 	MaxConcurrentIngest int
+	// BodyReadTimeout bounds the time an ingest body takes to arrive,
+	// counted from the end of its headers; a slower one gets 408
+	// (default DefaultBodyReadTimeout). Ingest slots are taken only once
+	// a body is in (limit.go).
+	BodyReadTimeout time.Duration
+	// MaxBodyBytesInFlight bounds the bytes of the ingest bodies being
+	// received and served at once, whatever the number of clients; a body
+	// that would pass it gets 429 (default DefaultMaxBodyBytesInFlight).
+	// It must be at least MaxBodyBytes.
+	MaxBodyBytesInFlight int64
+	// MaxReadBytes bounds the memory the heavy reads (history, a job's
+	// graph and tasks, the jobs list) hold at once, by the estimate each
+	// reserves before it starts; past it 429 with Retry-After (default
+	// DefaultMaxReadBytes).
+	MaxReadBytes int64
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
 	// SettingsPath is the file holding the collection policy; "" keeps
@@ -94,6 +109,15 @@ func (c *Config) setDefaults() {
 	if c.MaxConcurrentIngest <= 0 {
 		c.MaxConcurrentIngest = defaultMaxConcurrentIngest
 	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.MaxBodyBytesInFlight <= 0 {
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes)
+	}
+	if c.MaxReadBytes <= 0 {
+		c.MaxReadBytes = DefaultMaxReadBytes
+	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
 	}
@@ -128,6 +152,8 @@ type Server struct {
 	policy  *policy
 	sec     *security
 	ingests chan struct{} // one token per ingest request being served (limit.go)
+	bodies  *bodyBudget   // bytes of the ingest bodies being received and served (limit.go)
+	reads   *readPool     // memory of the heavy reads being served (limit.go)
 	runs    *runCache     // per-job statistics of the template history (history.go)
 	owned   bool          // the store was opened by Open: Close closes it (open.go)
 }
@@ -141,6 +167,9 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	}
 	if cfg.RegressionFactor < 1 || math.IsInf(cfg.RegressionFactor, 0) || math.IsNaN(cfg.RegressionFactor) {
 		return nil, fmt.Errorf("regression factor: must be a number >= 1, got %v", cfg.RegressionFactor)
+	}
+	if cfg.MaxBodyBytesInFlight < cfg.MaxBodyBytes {
+		return nil, fmt.Errorf("max body bytes in flight: must be at least the max body bytes, %d (serve --max-body-bytes-in-flight, --max-body-bytes), got %d", cfg.MaxBodyBytes, cfg.MaxBodyBytesInFlight)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -157,6 +186,8 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	}
 	s := &Server{cfg: cfg, store: store, logger: logger, metrics: newMetrics(reg), policy: pol}
 	s.ingests = make(chan struct{}, cfg.MaxConcurrentIngest)
+	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight)
+	s.reads = newReadPool(cfg.MaxReadBytes)
 	s.runs = newRunCache()
 	e := echo.New()
 	e.HideBanner = true
