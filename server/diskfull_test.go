@@ -117,7 +117,9 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	filler := fillDisk(t, mnt, 12<<20)
 	clock.Advance(time.Second)
 
-	startMs := func(i int) int64 { return clock.now.Add(-48*time.Hour + time.Duration(i)*time.Minute).UnixMilli() }
+	// Within the head's window of the clock: the writes go to the
+	// write-ahead log (TestBackfillDiskFullOverHTTP writes old samples).
+	startMs := func(i int) int64 { return clock.Now().Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
 	var acked []string
 	next := 0
 	ingest := func() (int, http.Header, string) {
