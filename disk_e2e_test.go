@@ -249,3 +249,43 @@ func TestServeWALWriteFailure(t *testing.T) {
 	t.Logf("%d jobs acknowledged before the failure, %d after the restart, all there", before, len(d.acked)-before)
 	s.stop(t)
 }
+
+// TestServeBackfillDiskFull runs `peakline serve --min-free-disk 8MiB`
+// on a 64 MiB tmpfs with room above the threshold for recent batches but
+// not for a backfill block's chunk file: an old job is answered 507 with
+// Retry-After naming --min-free-disk while recent jobs are taken; once
+// space is freed the old job is taken, and after a restart every
+// acknowledged job is there.
+func TestServeBackfillDiskFull(t *testing.T) {
+	mnt := mountTmpfs(t, 64<<20)
+	data := filepath.Join(mnt, "data")
+	s := serve(t, "--data", data, "--min-free-disk", "8MiB")
+	filler := fillDisk(t, mnt, 28<<20)
+	old := &diskIngest{t: t, base0: time.Now().Add(-48 * time.Hour).UnixMilli()}
+	recent := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli(), next: 1}
+	if a := old.post(s.URL, 0); a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
+		t.Fatalf("old job on a nearly full disk: %+v, want 507 with Retry-After naming --min-free-disk", a)
+	}
+	recent.more(s.URL, 5)
+	if h := s.health(t); h.Status != "ok" {
+		t.Fatalf("/healthz while recent writes are taken: %+v, want ok", h)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	for a := old.post(s.URL, 0); a.code != http.StatusOK; a = old.post(s.URL, 0) {
+		if time.Since(freed) > 10*time.Second {
+			t.Fatalf("old job still refused 10s after space was freed: %+v", a)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop(t)
+	s = serve(t, "--data", data, "--min-free-disk", "8MiB")
+	old.checkAcked(s)
+	recent.checkAcked(s)
+	if len(old.acked) != 1 || len(recent.acked) != 5 {
+		t.Fatalf("acknowledged %d old and %d recent jobs, want 1 and 5", len(old.acked), len(recent.acked))
+	}
+	s.stop(t)
+}
