@@ -3,6 +3,9 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	ptsdb "github.com/prometheus/prometheus/tsdb"
 )
 
 // noBlockLeftovers requires dir to hold no throw-away head of a backfill
@@ -157,5 +162,57 @@ func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
 	r := checkAcked(t, dir, opts, w.acked)
 	if d := r.Damage(); len(d.Logs) != 0 {
 		t.Fatalf("the log is corrupt after refused backfill writes: %+v", d.Logs)
+	}
+}
+
+// A block larger than one chunk file (blockChunkSegmentSize) has several;
+// the start's block check (repair.go) follows the chunk references into
+// each and passes the block whole.
+func TestCheckBlockOfManyChunkFiles(t *testing.T) {
+	dir := t.TempDir()
+	opts := ptsdb.DefaultHeadOptions()
+	opts.ChunkDirRoot = t.TempDir()
+	h, err := ptsdb.NewHead(nil, nil, nil, nil, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	app := h.Appender(context.Background())
+	for i := range 50 {
+		ls := labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))
+		for k := range int64(2000) {
+			if _, err := app.Append(0, ls, k*1000, float64(k*int64(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// 64 KiB files stand for 32 MiB ones, as a block of 100 000 samples
+	// stands for a large one.
+	c, err := ptsdb.NewLeveledCompactorWithOptions(context.Background(), nil, slog.New(slog.DiscardHandler), []int64{blockRangeMs},
+		nil, ptsdb.LeveledCompactorOptions{MaxBlockChunkSegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.Write(dir, ptsdb.NewRangeHead(h, math.MinInt64, math.MaxInt64), 0, 2000*1000, nil)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("write block: %v %v", ids, err)
+	}
+	bdir := filepath.Join(dir, ids[0].String())
+	files, err := os.ReadDir(filepath.Join(bdir, "chunks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("the block has %d chunk files, want several", len(files))
+	}
+	meta, reason, err := checkBlock(bdir)
+	if err != nil {
+		t.Fatalf("check of a block of %d chunk files: %s: %v", len(files), reason, err)
+	}
+	if meta.Stats.NumSamples != 100_000 {
+		t.Fatalf("the block holds %d samples, want 100000", meta.Stats.NumSamples)
 	}
 }
