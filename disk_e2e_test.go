@@ -60,7 +60,7 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 // a job per batch, and remembers the jobs acknowledged.
 type diskIngest struct {
 	t     *testing.T
-	base0 int64 // unix ms of job 0
+	base0 int64 // unix ms of job 0; job i starts i×10 s later
 	next  int
 	acked []string
 }
@@ -76,7 +76,7 @@ func (d *diskIngest) post(url string, i int) ingestAnswer {
 	d.t.Helper()
 	rng := rand.New(rand.NewPCG(uint64(i), 5))
 	job := fmt.Sprintf("disk-%04d", i)
-	startMs := d.base0 + int64(i)*60_000
+	startMs := d.base0 + int64(i)*10_000
 	ts, vs := make([]int64, 4000), make([]float64, 4000)
 	for k := range ts {
 		ts[k], vs[k] = startMs+int64(k)*10, math.Round(rng.Float64()*40000)/100
@@ -166,7 +166,7 @@ func TestServeDiskFull(t *testing.T) {
 	data := filepath.Join(mnt, "data")
 	s := serve(t, "--data", data, "--min-free-disk", "8MiB")
 	filler := fillDisk(t, mnt, 12<<20)
-	d := &diskIngest{t: t, base0: time.Now().Add(-24 * time.Hour).UnixMilli()}
+	d := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli()} // the head's window: the log
 	a := d.untilRefused(s.URL)
 	if a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
 		t.Fatalf("ingest on a full disk: %+v, want 507 with Retry-After naming --min-free-disk", a)
@@ -219,7 +219,7 @@ func TestServeWALWriteFailure(t *testing.T) {
 	data := filepath.Join(mnt, "data")
 	s := serve(t, "--data", data, "--min-free-disk", "0")
 	filler := fillDisk(t, mnt, 4<<20+31108)
-	d := &diskIngest{t: t, base0: time.Now().Add(-24 * time.Hour).UnixMilli()}
+	d := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli()} // the head's window: the log
 	if a := d.untilRefused(s.URL); a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.msg, "no space left on device") {
 		t.Fatalf("ingest on a full disk without the rule: %+v, want 503 with Retry-After for no space left", a)
 	}
@@ -247,5 +247,45 @@ func TestServeWALWriteFailure(t *testing.T) {
 	s = serve(t, "--data", data, "--min-free-disk", "0")
 	d.checkAcked(s)
 	t.Logf("%d jobs acknowledged before the failure, %d after the restart, all there", before, len(d.acked)-before)
+	s.stop(t)
+}
+
+// TestServeBackfillDiskFull runs `peakline serve --min-free-disk 8MiB`
+// on a 64 MiB tmpfs with room above the threshold for recent batches but
+// not for a backfill block's chunk file: an old job is answered 507 with
+// Retry-After naming --min-free-disk while recent jobs are taken; once
+// space is freed the old job is taken, and after a restart every
+// acknowledged job is there.
+func TestServeBackfillDiskFull(t *testing.T) {
+	mnt := mountTmpfs(t, 64<<20)
+	data := filepath.Join(mnt, "data")
+	s := serve(t, "--data", data, "--min-free-disk", "8MiB")
+	filler := fillDisk(t, mnt, 28<<20)
+	old := &diskIngest{t: t, base0: time.Now().Add(-48 * time.Hour).UnixMilli()}
+	recent := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli(), next: 1}
+	if a := old.post(s.URL, 0); a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
+		t.Fatalf("old job on a nearly full disk: %+v, want 507 with Retry-After naming --min-free-disk", a)
+	}
+	recent.more(s.URL, 5)
+	if h := s.health(t); h.Status != "ok" {
+		t.Fatalf("/healthz while recent writes are taken: %+v, want ok", h)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	for a := old.post(s.URL, 0); a.code != http.StatusOK; a = old.post(s.URL, 0) {
+		if time.Since(freed) > 10*time.Second {
+			t.Fatalf("old job still refused 10s after space was freed: %+v", a)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop(t)
+	s = serve(t, "--data", data, "--min-free-disk", "8MiB")
+	old.checkAcked(s)
+	recent.checkAcked(s)
+	if len(old.acked) != 1 || len(recent.acked) != 5 {
+		t.Fatalf("acknowledged %d old and %d recent jobs, want 1 and 5", len(old.acked), len(recent.acked))
+	}
 	s.stop(t)
 }

@@ -117,7 +117,9 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	filler := fillDisk(t, mnt, 12<<20)
 	clock.Advance(time.Second)
 
-	startMs := func(i int) int64 { return clock.now.Add(-48*time.Hour + time.Duration(i)*time.Minute).UnixMilli() }
+	// Within the head's window of the clock: the writes go to the
+	// write-ahead log (TestBackfillDiskFullOverHTTP writes old samples).
+	startMs := func(i int) int64 { return clock.Now().Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
 	var acked []string
 	next := 0
 	ingest := func() (int, http.Header, string) {
@@ -231,4 +233,88 @@ func TestDiskFullOverHTTP(t *testing.T) {
 		t.Fatalf("the log is corrupt after the refusals: %+v", d.Logs)
 	}
 	t.Logf("%d batches acknowledged (%d after space was freed), all there after the reopen", len(acked), 20)
+}
+
+// TestBackfillDiskFullOverHTTP ingests an old job (its samples go to a
+// backfill block) on a nearly full 64 MiB tmpfs: with --min-free-disk it
+// is refused with 507 and Retry-After before anything is written, naming
+// the flag; with the rule off the block write runs out of space and is
+// refused the same way, naming the cause. Either way a recent job is
+// taken next to it, /healthz stays ok, the old job is taken once space is
+// freed, and after a reopen every acknowledged job is there.
+func TestBackfillDiskFullOverHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		minFree int64
+		leave   int64
+		msg     string
+	}{
+		{"min-free-disk", 8 << 20, 28 << 20, "--min-free-disk 8.0MiB"},
+		{"rule-off", -1, 4 << 20, "no space left on device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := mountTmpfs(t, 64<<20)
+			dir := filepath.Join(mnt, "data")
+			clock := &manualClock{now: time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)}
+			opts := tsdb.Options{Now: clock.Now, MinFreeDisk: tc.minFree}
+			reg := prometheus.NewRegistry()
+			store, err := tsdb.Open(dir, opts, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = store.Close() }) // before the unmount
+			hs := serveStore(t, store, reg)
+			filler := fillDisk(t, mnt, tc.leave)
+			clock.Advance(time.Second)
+			ingest := func(i int, startMs int64) (int, http.Header, string) {
+				resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var body struct {
+					Error string `json:"error"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				return resp.StatusCode, resp.Header, body.Error
+			}
+			old := clock.Now().Add(-48 * time.Hour).UnixMilli()
+			recent := clock.Now().Add(-time.Hour).UnixMilli()
+			if code, header, msg := ingest(0, old); code != http.StatusInsufficientStorage || header.Get("Retry-After") != "10" || !strings.Contains(msg, tc.msg) {
+				t.Fatalf("old job on a full disk: %d Retry-After %q %q, want 507 with Retry-After 10 naming %q", code, header.Get("Retry-After"), msg, tc.msg)
+			}
+			if code, _, msg := ingest(1, recent); code != http.StatusOK {
+				t.Fatalf("recent job next to the refused old one: %d %s", code, msg)
+			}
+			var health struct {
+				Status string `json:"status"`
+			}
+			if code := getJSON(t, hs.URL+"/healthz", &health); code != 200 || health.Status != "ok" {
+				t.Fatalf("/healthz while recent writes are taken: %d %+v, want ok", code, health)
+			}
+			if err := os.Remove(filler); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Second)
+			if code, _, msg := ingest(0, old); code != http.StatusOK {
+				t.Fatalf("old job after space was freed: %d %s", code, msg)
+			}
+			hs.Close()
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if store, err = tsdb.Open(dir, opts, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, job := range []string{"full-0000", "full-0001"} {
+				j, err := store.ReadJob(context.Background(), job, math.MinInt64, math.MaxInt64)
+				if err != nil {
+					t.Fatalf("job %s after the reopen: %v", job, err)
+				}
+				if len(j.Columns) != 1 || len(j.Columns[0].Ts) != 4000 || len(j.Tasks) != 1 {
+					t.Fatalf("job %s after the reopen: %d columns, %d tasks, want 4000 CPU samples and 1 task", job, len(j.Columns), len(j.Tasks))
+				}
+			}
+		})
+	}
 }

@@ -435,7 +435,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	var blocks backfillRows
 	app := s.appender(ctx) // the TSDB's, or a remote write request (remote.go)
 	fail := func(err error) (WriteResult, error) {
-		_ = app.Rollback()
+		s.rollback(app) // diskspace.go
 		return WriteResult{}, err
 	}
 	for ri, r := range rows {

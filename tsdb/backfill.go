@@ -152,7 +152,7 @@ func (s *Store) writeBackfill(ctx context.Context, rows []bfRow, cutMs int64) er
 	for _, day := range days {
 		n, err := s.writeDayBlock(ctx, rows, day, min(day+backfillDayMs, cutMs))
 		if err != nil {
-			return fmt.Errorf("write backfill block of %s: %w", time.UnixMilli(day).UTC().Format(time.DateOnly), err)
+			return blockWriteErr(fmt.Errorf("write backfill block of %s: %w", time.UnixMilli(day).UTC().Format(time.DateOnly), err)) // diskspace.go
 		}
 		written += n
 	}

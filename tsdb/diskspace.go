@@ -41,8 +41,24 @@ import (
 // what the store writes while it refuses (the log's last page and
 // segment when it closes, a checkpoint of the head, the head's chunk
 // files, a compaction's block) and for the writes admitted between two
-// looks at the disk. A repair needs none: it cuts the log in place.
+// looks at the disk. A block's writer reserves a whole chunk file of
+// blockChunkSegmentSize (32 MiB) with fallocate before it writes a
+// chunk, and gives back what it did not use when the block is done: a
+// compaction running while writes are refused needs that much of the
+// threshold at once, and a backfill write (backfill.go) is admitted only
+// with that much free above it. A repair needs none: it cuts the log in
+// place.
 const DefaultMinFreeDisk = int64(wlog.DefaultSegmentSize)
+
+// blockChunkSegmentSize is the size of the chunk files of the blocks the
+// store writes (ptsdb.Options.MaxBlockChunkSegmentSize), compactions and
+// backfill blocks alike. Prometheus' chunk writer allocates each chunk
+// file whole when it starts one (chunks.DefaultChunkSegmentSize, 512 MiB,
+// by default), which on ext4, xfs or tmpfs reserves real space until the
+// block is finished: with 512 MiB every block written needed four times
+// DefaultMinFreeDisk free. Smaller files change only how many a large
+// block has (one per 32 MiB of chunks); readers see no difference.
+const blockChunkSegmentSize = 32 << 20
 
 // diskCheckInterval is how long a reading of the free space is used:
 // the file system is asked again at most this often, or sooner once the
@@ -150,8 +166,11 @@ func (g *diskGuard) look() {
 
 // admit refuses a write of about bytes when the log is unsound or the
 // free space, less what was admitted since the last look, is below the
-// threshold.
-func (g *diskGuard) admit(bytes int64) error {
+// threshold. reserve is space the write holds only while it runs (the
+// chunk file a backfill block's writer allocates whole, see
+// blockChunkSegmentSize): it must fit above the threshold too, but is
+// not counted as written.
+func (g *diskGuard) admit(bytes, reserve int64) error {
 	if p := g.logErr.Load(); p != nil {
 		g.refused.WithLabelValues(refusedLog).Inc()
 		return fmt.Errorf("%w (%v): writes are refused until serve restarts and repairs the log", ErrLogUnsound, *p)
@@ -160,16 +179,20 @@ func (g *diskGuard) admit(bytes int64) error {
 		return nil
 	}
 	free := g.reading()
-	if free-g.written.Load()-bytes < g.minFree && g.written.Load() > 0 {
+	if free-g.written.Load()-bytes-reserve < g.minFree && g.written.Load() > 0 {
 		// The writes since the last look may have used less than
 		// estimated; a refused write looks only once per reading.
 		g.look()
 		free = g.free.Load()
 	}
-	if free-g.written.Load()-bytes < g.minFree {
+	if free-g.written.Load()-bytes-reserve < g.minFree {
 		g.refused.WithLabelValues(refusedLowSpace).Inc()
-		g.refusedBytes.Store(bytes)
-		return g.lowSpace(free, bytes)
+		if reserve == 0 {
+			// Writes of the head may fit where a block does not: the
+			// status says refusing only once they do not.
+			g.refusedBytes.Store(bytes)
+		}
+		return g.lowSpace(free, bytes, reserve)
 	}
 	g.refusedBytes.Store(0)
 	if g.written.Add(bytes) > (free-g.minFree)/2 {
@@ -178,13 +201,18 @@ func (g *diskGuard) admit(bytes int64) error {
 	return nil
 }
 
-// lowSpace is the refusal of a write of about bytes with free bytes free.
-func (g *diskGuard) lowSpace(free, bytes int64) error {
+// lowSpace is the refusal of a write of about bytes, holding reserve
+// more while it runs, with free bytes free.
+func (g *diskGuard) lowSpace(free, bytes, reserve int64) error {
 	if p := g.statErr.Load(); p != nil {
 		return fmt.Errorf("%w: %v", ErrInsufficientStorage, *p)
 	}
+	size := fmtBytes(bytes)
+	if reserve > 0 {
+		size += fmt.Sprintf(" (old samples: a block, whose chunk file takes %s while it is written)", fmtBytes(reserve))
+	}
 	return fmt.Errorf("%w: %s free on the file system of %s, and a write of about %s would leave less than --min-free-disk %s; writes resume once space is freed",
-		ErrInsufficientStorage, fmtBytes(free), g.dir, fmtBytes(bytes), fmtBytes(g.minFree))
+		ErrInsufficientStorage, fmtBytes(free), g.dir, size, fmtBytes(g.minFree))
 }
 
 // failed records a failed write to the log; the first one is kept.
@@ -201,7 +229,7 @@ func (g *diskGuard) status() WriteStatus {
 		st.Reason = fmt.Sprintf("a write-ahead log write failed (%v): writes are refused until serve restarts, which repairs the log", *p)
 	case g.minFree > 0 && st.FreeBytes-g.refusedBytes.Load() < g.minFree:
 		st.Refusing = true
-		st.Reason = g.lowSpace(st.FreeBytes, g.refusedBytes.Load()).Error()
+		st.Reason = g.lowSpace(st.FreeBytes, g.refusedBytes.Load(), 0).Error()
 	}
 	return st
 }
@@ -215,12 +243,59 @@ func (s *Store) WriteStatus() WriteStatus {
 	return s.disk.status()
 }
 
-// admitDisk is the disk-space admission of a write of rows.
+// admitDisk is the disk-space admission of a write of rows. A write
+// with samples below the head's cut (backfill.go) writes a block, whose
+// chunk file is allocated whole while it is written: that must fit above
+// the threshold too, so that the write is refused here rather than by
+// the file system.
 func (s *Store) admitDisk(rows []row) error {
 	if s.disk == nil {
 		return nil
 	}
-	return s.disk.admit(walBytes(rows))
+	var reserve int64
+	if hasBelow(rows, s.headCut()) {
+		reserve = blockChunkSegmentSize
+	}
+	return s.disk.admit(walBytes(rows), reserve)
+}
+
+// hasBelow reports whether a sample of rows is older than cutMs.
+func hasBelow(rows []row, cutMs int64) bool {
+	for i := range rows {
+		if len(rows[i].ts) > 0 && rows[i].ts[0] < cutMs { // ts increases
+			return true
+		}
+		for _, h := range rows[i].hs {
+			if h.T < cutMs {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// blockWriteErr is the error of a backfill block write: out of space
+// (ENOSPC, the admission rule off or the disk filled by another process)
+// it is ErrInsufficientStorage, since the block is written into a
+// directory of its own and renamed into place only when whole, and the
+// failed one is removed: nothing torn is left and nothing else refuses.
+func blockWriteErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %w (the block was not stored; writes of old samples resume once space is freed)", ErrInsufficientStorage, err)
+	}
+	return err
+}
+
+// rollback rolls app back; Prometheus logs the series the appender
+// created while it does, and a failure of that log write makes the log
+// unsound as a failed commit does.
+func (s *Store) rollback(app rowAppender) {
+	err := app.Rollback()
+	if err == nil || s.disk == nil {
+		return
+	}
+	s.disk.failed(err)
+	s.logger.Error("write-ahead log write failed in a rollback: writes are refused until restart", "err", err)
 }
 
 // walBytes estimates what rows add to the write-ahead log: a series

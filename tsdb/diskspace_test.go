@@ -163,14 +163,18 @@ func (w *diskWriter) untilRefused(s *Store) error {
 // acknowledged before the failure and after the reopen is there. The
 // free space left varies where in a record the disk fills.
 func TestWALWriteFailureLosesNoAck(t *testing.T) {
-	inOrder := func(i int) int64 { return testNow.Add(-48*time.Hour + time.Duration(i)*50*time.Second).UnixMilli() }
-	// After a first recent job, every job is older than the one before:
-	// their samples go to the out-of-order log.
+	// Within the head's window of the clock (testNow), so that every
+	// sample goes to the write-ahead log, not to a backfill block
+	// (diskspace_backfill_test.go has those).
+	inOrder := func(i int) int64 { return testNow.Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
+	// After a first recent job, every job is older than the one before
+	// and more than the head's in-order hour behind it, yet above the
+	// backfill cut (testNow-3h): their samples go to the out-of-order log.
 	outOfOrder := func(i int) int64 {
 		if i == 0 {
-			return inOrder(0)
+			return testNow.Add(-time.Minute).UnixMilli()
 		}
-		return testNow.Add(-72*time.Hour - time.Duration(i)*50*time.Second).UnixMilli()
+		return testNow.Add(-90*time.Minute - time.Duration(i)*10*time.Second).UnixMilli()
 	}
 	ks := []int64{0}
 	if !testing.Short() {
@@ -307,7 +311,8 @@ func TestLowDiskRefusedBeforeWAL(t *testing.T) {
 	}
 	filler := fillDisk(t, mnt, 12<<20)
 	clock.Advance(diskCheckInterval) // the filler is seen at the next look
-	startMs := func(i int) int64 { return testNow.Add(-48*time.Hour + time.Duration(i)*50*time.Second).UnixMilli() }
+	// Within the head's window: the writes go to the write-ahead log.
+	startMs := func(i int) int64 { return testNow.Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
 	w := &diskWriter{t: t, startMs: startMs, acked: map[string]int{}}
 	refused := w.untilRefused(s)
 	if !errors.Is(refused, ErrInsufficientStorage) || !strings.Contains(refused.Error(), "would leave less than --min-free-disk 8.0MiB") {

@@ -17,7 +17,7 @@ func BenchmarkDiskAdmit(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := g.admit(64 << 10); err != nil {
+		if err := g.admit(64<<10, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

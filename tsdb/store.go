@@ -144,6 +144,8 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	// Only for ordinary late samples: old jobs go to blocks (backfill.go).
 	o.OutOfOrderTimeWindow = outOfOrderWindow(skew)
 	o.EnableOverlappingCompaction = true
+	// Chunk files are allocated whole when started (diskspace.go).
+	o.MaxBlockChunkSegmentSize = blockChunkSegmentSize
 	damage, err := checkDisk(dir, logger, reg)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
