@@ -228,6 +228,7 @@ type row struct {
 	isTask bool   // a task-start or last-event record: duplicates are not counted
 	kind   string // "series", "tasks" or "last_event": what refusals name
 	idx    int    // index in the write's series, or -1
+	fresh  bool   // no sample of the series is stored at or after ts[0] (maxtime.go): nothing to read
 }
 
 // field names the row in a refusal: series[3], tasks, last_event.
@@ -421,10 +422,35 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		}
 	}()
 
+	// Rows newer than anything stored of their series skip the read.
+	times := s.jobsTimes(ctx, jobs)
+	for i := range rows {
+		r := &rows[i]
+		if jt := times[r.job]; jt != nil && len(r.ts) > 0 && !jt.mayHold(r.hash, r.ts[0]) {
+			r.fresh = true
+		}
+	}
 	existing, err := s.existingSamples(ctx, rows)
 	if err != nil {
 		return WriteResult{}, err
 	}
+	// After each commit the index learns the rows' newest times; after a
+	// failure what reached the log is read again.
+	committed := func(part []row) {
+		for i := range part {
+			if jt := times[part[i].job]; jt != nil {
+				jt.raise(part[i].hash, part[i].newestOf())
+			}
+		}
+	}
+	done, from := false, 0
+	defer func() {
+		if !done {
+			for _, jt := range times {
+				jt.unload()
+			}
+		}
+	}()
 	var res WriteResult
 	app := s.appender(ctx) // the TSDB's, or a remote write request (remote.go)
 	fail := func(err error) (WriteResult, error) {
@@ -436,6 +462,8 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			if err := app.Commit(); err != nil {
 				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
 			}
+			committed(rows[from:ri])
+			from = ri
 			app = s.appender(ctx)
 		}
 		have := existing[ri]
@@ -478,6 +506,8 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	if err := app.Commit(); err != nil {
 		return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit batch of %d series: %w", len(rows), err))
 	}
+	committed(rows[from:])
+	done = true
 	return res, nil
 }
 
@@ -585,7 +615,7 @@ func (s *Store) existingSamples(ctx context.Context, rows []row) ([]stored, erro
 	var order [][2]string
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
 	for i, r := range rows {
-		if len(r.ts) == 0 {
+		if len(r.ts) == 0 || r.fresh {
 			continue
 		}
 		mint = min(mint, r.ts[0])

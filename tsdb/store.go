@@ -90,6 +90,9 @@ type Store struct {
 	// appendMu serialises appends of one job so that the duplicate check
 	// and the commit of a retried batch cannot interleave.
 	appendMu [64]sync.Mutex
+	// newest bounds each series' newest stored time, so that most writes
+	// skip reading what is stored (maxtime.go); nil for a remote store.
+	newest *newestTimes
 
 	// compactMu pauses writes while Compact moves the whole head into a
 	// block: the head is truncated up to the block's end afterwards, so a
@@ -145,7 +148,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	s := &Store{db: db, logger: logger, closing: closing, cache: newCache(opts.CacheSamples), damage: damage,
 		now: opts.Now, maxFutureSkew: opts.MaxFutureSkew, retention: opts.Retention,
-		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
+		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{}), newest: newNewestTimes()}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -255,6 +258,8 @@ func (s *Store) chunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	return s.db.ChunkQuerier(mint, maxt)
 }
 
+// lockJob locks jobID exclusively: no write of the job runs until the
+// unlock.
 func (s *Store) lockJob(jobID string) func() {
 	m := &s.appendMu[jobLockIndex(jobID)]
 	m.Lock()
