@@ -414,6 +414,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	defer unlock()
+	defer s.lockSeries(rows)()
 	defer func() {
 		for _, j := range jobs {
 			if j != "" {
@@ -530,8 +531,10 @@ const maxAtomicSeries = 20_000
 // is harmless: their samples count as duplicates.
 const commitSeries = 256
 
-// lockJobs locks the append locks of jobs in index order, so that two
-// writes touching the same jobs cannot deadlock, and returns the unlock.
+// lockJobs locks the append locks of jobs shared, for a write, in index
+// order (a delete waiting for one cannot deadlock two writes), and
+// returns the unlock. Writes of one job run at once; their series locks
+// (lockSeries) order writes of one series.
 func (s *Store) lockJobs(jobs []string) func() {
 	var idx []int
 	for _, j := range jobs {
@@ -540,11 +543,11 @@ func (s *Store) lockJobs(jobs []string) func() {
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
 	for _, i := range idx {
-		s.appendMu[i].Lock()
+		s.appendMu[i].RLock()
 	}
 	return func() {
 		for _, i := range slices.Backward(idx) {
-			s.appendMu[i].Unlock()
+			s.appendMu[i].RUnlock()
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -27,13 +28,17 @@ import (
 //     by the first write that touches it after Open or after it was
 //     deleted, merged with max into what concurrent writes put there;
 //   - every write raises the entries of its rows after each commit, under
-//     the job's lock that also serialises the check and the commit;
+//     the series locks that also serialise the check and the commit;
 //   - a failed commit unloads the job (what reached the log is read again);
 //   - a delete (hide, under the job's exclusive lock) drops the job.
 //
 // Writes that bypass the store (Appendable, for tests) are not seen: they
 // must not be mixed with writes through Append to one job. A remote store
 // keeps no index: other replicas write to its engine.
+
+// seriesStripes is the number of series locks: writes of different
+// series run at once, two writes of one series one after the other.
+const seriesStripes = 1024
 
 // newestTimes is the index: per job, per series label hash, an upper
 // bound of the newest stored sample time (unix ms). Label hashes that
@@ -132,7 +137,8 @@ func (jt *jobTimes) finishLoad(read map[uint64]int64, ok bool) {
 }
 
 // readNewestTimes reads the newest sample time of each series of jobID.
-// The caller holds the job's lock: no delete runs meanwhile.
+// The caller holds the job's lock (shared): no delete runs meanwhile,
+// while writes of the job may, which finishLoad's max merge allows for.
 func (s *Store) readNewestTimes(ctx context.Context, jobID string) (map[uint64]int64, error) {
 	q, err := s.querier(math.MinInt64, math.MaxInt64)
 	if err != nil {
@@ -187,6 +193,25 @@ func (s *Store) jobsTimes(ctx context.Context, jobs []string) map[string]*jobTim
 		}
 	}
 	return out
+}
+
+// lockSeries locks the series locks of rows in index order (after the
+// jobs' locks, always) and returns the unlock.
+func (s *Store) lockSeries(rows []row) func() {
+	idx := make([]int, 0, len(rows))
+	for i := range rows {
+		idx = append(idx, int(rows[i].hash%seriesStripes))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.seriesMu[i].Lock()
+	}
+	return func() {
+		for _, i := range slices.Backward(idx) {
+			s.seriesMu[i].Unlock()
+		}
+	}
 }
 
 // newestOf is the newest time of a row, float and histogram samples.

@@ -87,9 +87,13 @@ type Store struct {
 	logger    *slog.Logger
 	closing   *atomic.Bool // set by Close: the TSDB's compaction may be canceled (closelog.go)
 
-	// appendMu serialises appends of one job so that the duplicate check
-	// and the commit of a retried batch cannot interleave.
-	appendMu [64]sync.Mutex
+	// appendMu holds off writes of a job while it is deleted: writes
+	// take their jobs' locks shared, Delete and retention exclusively.
+	appendMu [64]sync.RWMutex
+	// seriesMu serialises writes of one series (by label hash), so that
+	// the duplicate check and the commit of a retried batch cannot
+	// interleave; taken after appendMu (maxtime.go).
+	seriesMu [seriesStripes]sync.Mutex
 	// newest bounds each series' newest stored time, so that most writes
 	// skip reading what is stored (maxtime.go); nil for a remote store.
 	newest *newestTimes
