@@ -297,6 +297,10 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 		if peakline && len(sr.Hs) > 0 {
 			return WriteResult{}, refuse(ReasonHistogram, r.field()+".histograms", "%s holds floats only, got %d histogram samples", metric, len(sr.Hs))
 		}
+		// The row reads the series' own slices (the store keeps neither)
+		// unless staleness markers are dropped from it.
+		r.ts, r.vs = sr.Ts, sr.Vs
+		copied := false
 		for j, t := range sr.Ts {
 			if !adm.inside(t) {
 				return WriteResult{}, adm.refuseTime(fmt.Sprintf("%s.t[%d]", r.field(), j), t)
@@ -306,14 +310,18 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 			}
 			v := sr.Vs[j]
 			if peakline && (math.IsNaN(v) || math.IsInf(v, 0)) {
-				if isStale(v) {
-					res.Stale++
-					continue
+				if !isStale(v) {
+					return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", r.field(), j), "%s must be a finite number, got %v", metric, v)
 				}
-				return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", r.field(), j), "%s must be a finite number, got %v", metric, v)
+				res.Stale++
+				if !copied {
+					r.ts, r.vs, copied = slices.Clone(sr.Ts[:j]), slices.Clone(sr.Vs[:j]), true
+				}
+				continue
 			}
-			r.ts = append(r.ts, t)
-			r.vs = append(r.vs, v)
+			if copied {
+				r.ts, r.vs = append(r.ts, t), append(r.vs, v)
+			}
 		}
 		for j, h := range sr.Hs {
 			if !adm.inside(h.T) {
