@@ -128,7 +128,9 @@ func (s *Server) MaxBatchSamples() int { return s.cfg.MaxBatchSamples }
 // and stores it.
 func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.AppendResult, error) {
 	var in ingestBatch
-	if err := decodeBatch(body, &in, s.cfg.MaxDecodedBytes); err != nil {
+	wb := s.docs.get()
+	defer s.docs.put(wb)
+	if err := decodeBatch(body, &in, s.cfg.MaxDecodedBytes, wb); err != nil {
 		return "", tsdb.AppendResult{}, err
 	}
 	if err := checkBatchSize(&in, s.cfg); err != nil {
@@ -143,11 +145,13 @@ func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.A
 	return in.JobID, res, nil
 }
 
-// decodeBatch decodes one batch from body into in: by the fast reader
-// (ingest_decode.go) when it takes the whole body, else by encoding/json,
-// which reads the same bytes and the same read error, if any, after them.
-func decodeBatch(body io.Reader, in *ingestBatch, limit int64) error {
-	doc, readErr := readBody(body, 0, nil)
+// decodeBatch decodes one batch from body into in, reading the body into
+// wb's memory (in keeps none of it): by the fast reader (ingest_decode.go)
+// when it takes the whole body, else by encoding/json, which reads the
+// same bytes and the same read error, if any, after them.
+func decodeBatch(body io.Reader, in *ingestBatch, limit int64, wb *writeBuf) error {
+	doc, readErr := readBody(body, 0, wb.body[:0])
+	wb.body = doc
 	if readErr == nil && decodeBatchFast(doc, in) {
 		return nil
 	}

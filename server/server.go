@@ -130,6 +130,7 @@ type Server struct {
 	ingests chan struct{} // one token per ingest request being served (limit.go)
 	runs    *runCache     // per-job statistics of the template history (history.go)
 	owned   bool          // the store was opened by Open: Close closes it (open.go)
+	docs    writeBuffers  // JSON ingest bodies, reused (ingest.go)
 }
 
 // New builds a server over store. reg receives the server's own metrics
