@@ -403,7 +403,9 @@ func mergeRow(dst, src *row) (conflicts int) {
 }
 
 // writeRows appends rows in one transaction under the locks of their
-// jobs, taken in a fixed order, skipping samples already stored, and
+// jobs (shared) and of their series, each taken in a fixed order,
+// skipping samples already stored (read unless the newest-time index
+// rules them out, maxtime.go), and
 // drops the cache of every job the rows belong to. A refusal of the head
 // rolls the whole transaction back and is returned as a *Refusal.
 func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) {
