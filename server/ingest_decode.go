@@ -108,14 +108,24 @@ func (s *jsonScan) series(key []byte, sr *ingestSeries) {
 	case "task":
 		sr.Task = s.str()
 	case "t":
-		sr.T = []int64{}
+		sr.T = make([]int64, 0, s.numbers())
 		s.array(func() { sr.T = append(sr.T, s.int()) })
 	case "v":
-		sr.V = []sampleValue{}
+		sr.V = make([]sampleValue, 0, s.numbers())
 		s.array(func() { sr.V = append(sr.V, sampleValue(s.float())) })
 	default:
 		s.ok = false
 	}
+}
+
+// numbers is how many values the array of numbers at the cursor holds
+// (its commas and one), to size its slice; it reads nothing.
+func (s *jsonScan) numbers() int {
+	end := bytes.IndexByte(s.b[s.i:], ']')
+	if end < 0 {
+		return 0
+	}
+	return bytes.Count(s.b[s.i:s.i+end], []byte{','}) + 1
 }
 
 func (s *jsonScan) space() {
