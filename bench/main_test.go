@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 
@@ -20,6 +22,29 @@ import (
 // starts `peakline serve` and `peakline bench graph-once` by running its
 // own executable, which under go test is this binary.
 const childEnv = "PEAKLINE_BENCH_TEST_CHILD"
+
+// profileEnv names a directory where each serve child writes a CPU
+// profile of its whole life (serve-PID.pprof), to profile the server
+// under a real bench run:
+//
+//	go test -c -o /tmp/bench.test ./bench/
+//	PEAKLINE_BENCH_TEST_CHILD=1 PEAKLINE_BENCH_CPU_PROFILES=/tmp/prof /tmp/bench.test bench ingest --peers ""
+const profileEnv = "PEAKLINE_BENCH_CPU_PROFILES"
+
+func startCPUProfile(dir string) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("serve-%d.pprof", os.Getpid())))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
@@ -42,6 +67,13 @@ func runChild(args []string) int {
 		setup  server.Setup
 	)
 	serve := &cobra.Command{Use: "serve", RunE: func(cmd *cobra.Command, _ []string) error {
+		if dir := os.Getenv(profileEnv); dir != "" {
+			stop, err := startCPUProfile(dir)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		srv, err := server.Open(setup, nil, reg)

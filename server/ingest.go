@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -127,18 +128,10 @@ func (s *Server) MaxBatchSamples() int { return s.cfg.MaxBatchSamples }
 // and stores it.
 func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.AppendResult, error) {
 	var in ingestBatch
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return "", tsdb.AppendResult{}, jsonError(err, s.cfg.MaxDecodedBytes)
-	}
-	// Only white space may follow the batch. (dec.More is false before a
-	// stray '}' or ']', so it cannot tell.)
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if errors.Is(err, errDecodedTooLarge) {
-			return "", tsdb.AppendResult{}, jsonError(err, s.cfg.MaxDecodedBytes)
-		}
-		return "", tsdb.AppendResult{}, badRequest("body: must hold one JSON object, found more after it")
+	wb := s.docs.get()
+	defer s.docs.put(wb)
+	if err := decodeBatch(body, &in, s.cfg.MaxDecodedBytes, wb); err != nil {
+		return "", tsdb.AppendResult{}, err
 	}
 	if err := checkBatchSize(&in, s.cfg); err != nil {
 		return "", tsdb.AppendResult{}, err
@@ -151,6 +144,42 @@ func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.A
 	s.metrics.ingestedDups.Add(float64(res.Duplicates))
 	return in.JobID, res, nil
 }
+
+// decodeBatch decodes one batch from body into in, reading the body into
+// wb's memory (in keeps none of it): by the fast reader (ingest_decode.go)
+// when it takes the whole body, else by encoding/json, which reads the
+// same bytes and the same read error, if any, after them.
+func decodeBatch(body io.Reader, in *ingestBatch, limit int64, wb *writeBuf) error {
+	doc, readErr := readBody(body, 0, wb.body[:0])
+	wb.body = doc
+	if readErr == nil && decodeBatchFast(doc, in) {
+		return nil
+	}
+	*in = ingestBatch{}
+	var r io.Reader = bytes.NewReader(doc)
+	if readErr != nil {
+		r = io.MultiReader(r, errReader{readErr})
+	}
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(in); err != nil {
+		return jsonError(err, limit)
+	}
+	// Only white space may follow the batch. (dec.More is false before a
+	// stray '}' or ']', so it cannot tell.)
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.Is(err, errDecodedTooLarge) {
+			return jsonError(err, limit)
+		}
+		return badRequest("body: must hold one JSON object, found more after it")
+	}
+	return nil
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // checkBatchSize refuses a batch whose series, tasks or samples pass the
 // configured limits, before the store does any work for it. The decoded

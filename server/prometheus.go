@@ -91,7 +91,8 @@ type promAPI struct {
 	engine  *query.Engine
 	meta    *metadataStore
 	rw      *remoteWriteMetrics
-	version string // the Prometheus version whose engine answers
+	bufs    writeBuffers // remote write's request memory (remotewrite_decode.go)
+	version string       // the Prometheus version whose engine answers
 }
 
 // registerPrometheus adds the Prometheus-compatible API under /prometheus

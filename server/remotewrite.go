@@ -50,7 +50,10 @@ func (a *promAPI) remoteWrite(c echo.Context) error {
 	if err := checkRemoteWriteHeaders(r.Header); err != nil {
 		return err
 	}
-	body, err := io.ReadAll(r.Body)
+	wb := a.bufs.get()
+	defer a.bufs.put(wb)
+	body, err := readBody(r.Body, r.ContentLength, wb.body[:0])
+	wb.body = body
 	if err != nil {
 		var he *echo.HTTPError
 		if errors.As(err, &he) {
@@ -58,11 +61,11 @@ func (a *promAPI) remoteWrite(c echo.Context) error {
 		}
 		return badRequest("body: read: %v", err)
 	}
-	req, err := decodeWriteRequest(body, a.s.cfg.MaxDecodedBytes)
+	wr, err := decodeWrite(body, a.s.cfg.MaxDecodedBytes, wb)
 	if err != nil {
 		return err
 	}
-	st, err := a.appendWrite(r, req)
+	st, err := a.appendWrite(r, wr)
 	if err != nil {
 		return err
 	}
@@ -109,32 +112,89 @@ func checkRemoteWriteHeaders(h http.Header) error {
 // becomes a struct of tens, so a body within the size limit could
 // otherwise hold many times it.
 func decodeWriteRequest(body []byte, maxDecoded int64) (*prompb.WriteRequest, error) {
-	n, err := snappy.DecodedLen(body)
+	buf, err := decompressWrite(body, maxDecoded, nil)
 	if err != nil {
-		return nil, badRequest("body: is not snappy-compressed (block format): %v", err)
-	}
-	switch {
-	case int64(n) > maxDecoded:
-		return nil, fmt.Errorf("%w: body: decodes to %d bytes, more than the %d allowed; send smaller batches", errTooLarge, n, maxDecoded)
-	case int64(n)*snappyCopyIn > int64(len(body))*snappyCopyOut+snappyCopyIn*64:
-		return nil, badRequest("body: is corrupt snappy: its header claims %d bytes, more than %d compressed bytes can hold", n, len(body))
-	}
-	buf, err := snappy.Decode(make([]byte, n), body)
-	if err != nil {
-		return nil, badRequest("body: is not snappy-compressed (block format): %v", err)
-	}
-	held, err := writeRequestMemory(buf)
-	if err != nil {
-		return nil, badRequest("body: is not a Prometheus remote write request (prompb.WriteRequest): %v", err)
-	}
-	if held > maxDecoded {
-		return nil, fmt.Errorf("%w: body: decodes to %d bytes that would hold about %d bytes in memory, more than the %d allowed (serve --max-decoded-bytes); send smaller batches", errTooLarge, n, held, maxDecoded)
+		return nil, err
 	}
 	var req prompb.WriteRequest
 	if err := req.Unmarshal(buf); err != nil {
 		return nil, badRequest("body: is not a Prometheus remote write request (prompb.WriteRequest): %v", err)
 	}
 	return &req, nil
+}
+
+// decodeWrite is decodeWriteRequest into the store's series, in wb's
+// memory: the fast reader's (remotewrite_decode.go), or prompb's for a
+// request it leaves.
+func decodeWrite(body []byte, maxDecoded int64, wb *writeBuf) (*writeBatch, error) {
+	buf, err := decompressWrite(body, maxDecoded, wb.raw[:0])
+	wb.raw = buf
+	if err != nil {
+		return nil, err
+	}
+	b := labels.NewScratchBuilder(8)
+	wr, err := decodeFast(buf, wb, &b)
+	if err == nil {
+		return wr, nil
+	}
+	wb.ts, wb.vs, wb.series = wb.ts[:0], wb.vs[:0], wb.series[:0]
+	var req prompb.WriteRequest
+	if err := req.Unmarshal(buf); err != nil {
+		return nil, badRequest("body: is not a Prometheus remote write request (prompb.WriteRequest): %v", err)
+	}
+	return batchOf(&req, wb, &b), nil
+}
+
+// decompressWrite checks a remote-write body's decoded size and memory
+// (see decodeWriteRequest) and decodes it into dst's memory when it is
+// large enough.
+func decompressWrite(body []byte, maxDecoded int64, dst []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(body)
+	if err != nil {
+		return dst, badRequest("body: is not snappy-compressed (block format): %v", err)
+	}
+	switch {
+	case int64(n) > maxDecoded:
+		return dst, fmt.Errorf("%w: body: decodes to %d bytes, more than the %d allowed; send smaller batches", errTooLarge, n, maxDecoded)
+	case int64(n)*snappyCopyIn > int64(len(body))*snappyCopyOut+snappyCopyIn*64:
+		return dst, badRequest("body: is corrupt snappy: its header claims %d bytes, more than %d compressed bytes can hold", n, len(body))
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	buf, err := snappy.Decode(dst[:n], body)
+	if err != nil {
+		return dst, badRequest("body: is not snappy-compressed (block format): %v", err)
+	}
+	held, err := writeRequestMemory(buf)
+	if err != nil {
+		return buf, badRequest("body: is not a Prometheus remote write request (prompb.WriteRequest): %v", err)
+	}
+	if held > maxDecoded {
+		return buf, fmt.Errorf("%w: body: decodes to %d bytes that would hold about %d bytes in memory, more than the %d allowed (serve --max-decoded-bytes); send smaller batches", errTooLarge, n, held, maxDecoded)
+	}
+	return buf, nil
+}
+
+// readBody reads a request body into dst's memory, sized up front from
+// the request's Content-Length (which the body limit has checked).
+func readBody(body io.Reader, size int64, dst []byte) ([]byte, error) {
+	if size > 0 && int64(cap(dst)) <= size {
+		dst = make([]byte, 0, min(size, maxPooledBytes)+1)
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := body.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if errors.Is(err, io.EOF) {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // writeStats counts what a remote-write batch did.
@@ -172,29 +232,9 @@ func (st *writeStats) rejectedText() string {
 // appendWrite stores a decoded batch through the store's one write path
 // (Store.AppendSeries: admission, duplicate rule, job locks, cache) and
 // counts what it did.
-func (a *promAPI) appendWrite(r *http.Request, req *prompb.WriteRequest) (writeStats, error) {
-	var st writeStats
-	series := make([]tsdb.LabeledSeries, len(req.Timeseries))
-	b := labels.NewScratchBuilder(0)
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		st.total += len(ts.Samples) + len(ts.Histograms)
-		sr := tsdb.LabeledSeries{Labels: ts.ToLabels(&b, nil), Ts: make([]int64, len(ts.Samples)), Vs: make([]float64, len(ts.Samples))}
-		for j, smp := range ts.Samples {
-			sr.Ts[j], sr.Vs[j] = smp.Timestamp, smp.Value
-		}
-		for _, h := range ts.Histograms {
-			hs := tsdb.HistogramSample{T: h.Timestamp}
-			if h.IsFloatHistogram() {
-				hs.FH = h.ToFloatHistogram()
-			} else {
-				hs.H = h.ToIntHistogram()
-			}
-			sr.Hs = append(sr.Hs, hs)
-		}
-		series[i] = sr
-	}
-	res, err := a.s.store.AppendSeries(r.Context(), series)
+func (a *promAPI) appendWrite(r *http.Request, req *writeBatch) (writeStats, error) {
+	st := writeStats{total: req.total}
+	res, err := a.s.store.AppendSeries(r.Context(), req.series)
 	if err != nil {
 		// A refused batch is refused whole: all its samples count
 		// under the reason that refused it.
@@ -209,7 +249,7 @@ func (a *promAPI) appendWrite(r *http.Request, req *prompb.WriteRequest) (writeS
 	st.duplicates = res.Duplicates
 	st.reject(tsdb.ReasonDuplicate, res.Conflicts)
 	st.reject(rejectStale, res.Stale)
-	for _, m := range req.Metadata {
+	for _, m := range req.metadata {
 		if m.MetricFamilyName != "" {
 			a.meta.put(m.MetricFamilyName, metadataEntry{Type: strings.ToLower(m.Type.String()), Help: m.Help, Unit: m.Unit})
 		}

@@ -156,6 +156,7 @@ type Server struct {
 	reads   *readPool     // memory of the heavy reads being served (limit.go)
 	runs    *runCache     // per-job statistics of the template history (history.go)
 	owned   bool          // the store was opened by Open: Close closes it (open.go)
+	docs    writeBuffers  // JSON ingest bodies, reused (ingest.go)
 }
 
 // New builds a server over store. reg receives the server's own metrics

@@ -228,6 +228,7 @@ type row struct {
 	isTask bool   // a task-start or last-event record: duplicates are not counted
 	kind   string // "series", "tasks" or "last_event": what refusals name
 	idx    int    // index in the write's series, or -1
+	fresh  bool   // no sample of the series is stored at or after ts[0] (maxtime.go): nothing to read
 }
 
 // field names the row in a refusal: series[3], tasks, last_event.
@@ -296,6 +297,10 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 		if peakline && len(sr.Hs) > 0 {
 			return WriteResult{}, refuse(ReasonHistogram, r.field()+".histograms", "%s holds floats only, got %d histogram samples", metric, len(sr.Hs))
 		}
+		// The row reads the series' own slices (the store keeps neither)
+		// unless staleness markers are dropped from it.
+		r.ts, r.vs = sr.Ts, sr.Vs
+		copied := false
 		for j, t := range sr.Ts {
 			if !adm.inside(t) {
 				return WriteResult{}, adm.refuseTime(fmt.Sprintf("%s.t[%d]", r.field(), j), t)
@@ -305,14 +310,18 @@ func (s *Store) AppendSeries(ctx context.Context, series []LabeledSeries) (Write
 			}
 			v := sr.Vs[j]
 			if peakline && (math.IsNaN(v) || math.IsInf(v, 0)) {
-				if isStale(v) {
-					res.Stale++
-					continue
+				if !isStale(v) {
+					return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", r.field(), j), "%s must be a finite number, got %v", metric, v)
 				}
-				return WriteResult{}, refuse(ReasonNonFinite, fmt.Sprintf("%s.v[%d]", r.field(), j), "%s must be a finite number, got %v", metric, v)
+				res.Stale++
+				if !copied {
+					r.ts, r.vs, copied = slices.Clone(sr.Ts[:j]), slices.Clone(sr.Vs[:j]), true
+				}
+				continue
 			}
-			r.ts = append(r.ts, t)
-			r.vs = append(r.vs, v)
+			if copied {
+				r.ts, r.vs = append(r.ts, t), append(r.vs, v)
+			}
 		}
 		for j, h := range sr.Hs {
 			if !adm.inside(h.T) {
@@ -394,7 +403,9 @@ func mergeRow(dst, src *row) (conflicts int) {
 }
 
 // writeRows appends rows in one transaction under the locks of their
-// jobs, taken in a fixed order, skipping samples already stored, and
+// jobs (shared) and of their series, each taken in a fixed order,
+// skipping samples already stored (read unless the newest-time index
+// rules them out, maxtime.go), and
 // drops the cache of every job the rows belong to. A refusal of the head
 // rolls the whole transaction back and is returned as a *Refusal.
 func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) {
@@ -416,6 +427,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	defer unlock()
+	defer s.lockSeries(rows)()
 	defer func() {
 		for _, j := range jobs {
 			if j != "" {
@@ -424,10 +436,35 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 		}
 	}()
 
+	// Rows newer than anything stored of their series skip the read.
+	times := s.jobsTimes(ctx, jobs)
+	for i := range rows {
+		r := &rows[i]
+		if jt := times[r.job]; jt != nil && len(r.ts) > 0 && !jt.mayHold(r.hash, r.ts[0]) {
+			r.fresh = true
+		}
+	}
 	existing, err := s.existingSamples(ctx, rows)
 	if err != nil {
 		return WriteResult{}, err
 	}
+	// After each commit the index learns the rows' newest times; after a
+	// failure what reached the log is read again.
+	committed := func(part []row) {
+		for i := range part {
+			if jt := times[part[i].job]; jt != nil {
+				jt.raise(part[i].hash, part[i].newestOf())
+			}
+		}
+	}
+	done, from := false, 0
+	defer func() {
+		if !done {
+			for _, jt := range times {
+				jt.unload()
+			}
+		}
+	}()
 	var res WriteResult
 	// Samples below the cut go to blocks of their own (backfill.go), the
 	// rest to the head.
@@ -443,6 +480,8 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 			if err := s.commit(app); err != nil {
 				return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit series %d to %d of %d: %w", ri-commitSeries, ri-1, len(rows), err))
 			}
+			committed(rows[from:ri])
+			from = ri
 			app = s.appender(ctx)
 		}
 		have := existing[ri]
@@ -493,6 +532,8 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	if err := s.commit(app); err != nil {
 		return WriteResult{}, storageRefusal("batch", fmt.Errorf("commit batch of %d series: %w", len(rows), err))
 	}
+	committed(rows[from:])
+	done = true
 	return res, nil
 }
 
@@ -515,8 +556,10 @@ const maxAtomicSeries = 20_000
 // is harmless: their samples count as duplicates.
 const commitSeries = 256
 
-// lockJobs locks the append locks of jobs in index order, so that two
-// writes touching the same jobs cannot deadlock, and returns the unlock.
+// lockJobs locks the append locks of jobs shared, for a write, in index
+// order (a delete waiting for one cannot deadlock two writes), and
+// returns the unlock. Writes of one job run at once; their series locks
+// (lockSeries) order writes of one series.
 func (s *Store) lockJobs(jobs []string) func() {
 	var idx []int
 	for _, j := range jobs {
@@ -525,11 +568,11 @@ func (s *Store) lockJobs(jobs []string) func() {
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
 	for _, i := range idx {
-		s.appendMu[i].Lock()
+		s.appendMu[i].RLock()
 	}
 	return func() {
 		for _, i := range slices.Backward(idx) {
-			s.appendMu[i].Unlock()
+			s.appendMu[i].RUnlock()
 		}
 	}
 }
@@ -600,7 +643,7 @@ func (s *Store) existingSamples(ctx context.Context, rows []row) ([]stored, erro
 	var order [][2]string
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
 	for i, r := range rows {
-		if len(r.ts) == 0 {
+		if len(r.ts) == 0 || r.fresh {
 			continue
 		}
 		mint = min(mint, r.ts[0])

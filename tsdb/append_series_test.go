@@ -210,3 +210,28 @@ func TestAppendSeriesJobIDOfOtherMetrics(t *testing.T) {
 		t.Fatalf("job ids = %q, %v; want only fine-42", ids, err)
 	}
 }
+
+// Staleness markers anywhere in a Peakline series are dropped and the
+// samples around them stored, the caller's slices left as they were.
+func TestAppendSeriesStaleInside(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, t.TempDir(), Options{})
+	t0 := testNow.Add(-time.Hour).UnixMilli()
+	stale := math.Float64frombits(value.StaleNaN)
+	cpu := labels.FromStrings("__name__", MetricCPU, LabelJob, "j", LabelCounter, "3", LabelTaskUUID, "u", LabelTask, "t")
+	ts, vs := []int64{t0, t0 + 1, t0 + 2, t0 + 3, t0 + 4}, []float64{stale, 1, stale, 3, 4}
+	res, err := s.AppendSeries(ctx, []LabeledSeries{{Labels: cpu, Ts: ts, Vs: vs}})
+	if want := (WriteResult{Samples: 3, Stale: 2}); err != nil || res != want {
+		t.Fatalf("AppendSeries = %+v, %v, want %+v", res, err, want)
+	}
+	if !reflect.DeepEqual(ts, []int64{t0, t0 + 1, t0 + 2, t0 + 3, t0 + 4}) || math.Float64bits(vs[0]) != value.StaleNaN || vs[3] != 3 {
+		t.Fatalf("the caller's series changed: %v %v", ts, vs)
+	}
+	job, err := s.ReadJob(ctx, "j", minTime, maxTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := job.Columns[0]; !reflect.DeepEqual(c.Ts, []int64{t0 + 1, t0 + 3, t0 + 4}) || !reflect.DeepEqual(c.Vs, []float64{1, 3, 4}) {
+		t.Fatalf("stored %v %v, want the samples at +1, +3, +4", c.Ts, c.Vs)
+	}
+}

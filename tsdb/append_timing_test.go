@@ -3,9 +3,15 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/peakline/peakline/bench/workload"
 )
 
 // BenchmarkAppend measures storing a whole job in one batch into a fresh
@@ -154,6 +160,128 @@ func BenchmarkAppendSeriesCount(b *testing.B) {
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/series")
 				})
 			}
+		}
+	}
+}
+
+// streamWrites is jobs live jobs of perJob samples per resource over
+// tasks tasks, as remote-write requests of about batch samples that
+// interleave the jobs in time order (what a Prometheus remote-write queue
+// sends), split over writers senders by series as the queue shards them.
+// The store's clock must stand at or after the returned newest time.
+func streamWrites(jobs, perJob, tasks, batch, writers int) (w [][][]LabeledSeries, samples int, newestMs int64) {
+	streams := make([]*workload.Stream, jobs)
+	for i := range streams {
+		streams[i] = workload.NewStream(fmt.Sprintf("live-%d", i), workload.JobSpec{Tasks: tasks, SamplesPerResource: perJob, StartMs: workload.Start}, int64(i+1))
+	}
+	w = make([][][]LabeledSeries, writers)
+	pending := make([][]LabeledSeries, writers)
+	counts := make([]int, writers)
+	sb := labels.NewScratchBuilder(5)
+	add := func(ls labels.Labels, ts []int64, vs []float64) {
+		k := int(ls.Hash() % uint64(writers))
+		pending[k] = append(pending[k], LabeledSeries{Labels: ls, Ts: ts, Vs: vs})
+		counts[k] += len(ts)
+		samples += len(ts)
+		newestMs = max(newestMs, ts[len(ts)-1])
+		if counts[k] >= batch {
+			w[k], pending[k], counts[k] = append(w[k], pending[k]), nil, 0
+		}
+	}
+	var c workload.Chunk
+	nextTask := make([]int, jobs)
+	for live := jobs; live > 0; {
+		live = 0
+		for j, s := range streams {
+			if !s.Next(&c, max(batch/(3*jobs), 10)) {
+				continue
+			}
+			live++
+			for ; nextTask[j] <= c.Task; nextTask[j]++ {
+				tk := s.Tasks[nextTask[j]]
+				add(taskLabels(&sb, MetricTaskStart, s.ID, tk.Counter, tk.UUID, tk.Name), []int64{tk.StartMs}, []float64{float64(tk.Counter)})
+			}
+			tk := s.Tasks[c.Task]
+			for r, res := range c.Resources {
+				add(taskLabels(&sb, Resources[resourceIndex(res)].Metric, s.ID, tk.Counter, tk.UUID, tk.Name), slices.Clone(c.Ts), slices.Clone(c.Vs[r]))
+			}
+		}
+	}
+	for k := range pending {
+		if len(pending[k]) > 0 {
+			w[k] = append(w[k], pending[k])
+		}
+	}
+	return w, samples, newestMs
+}
+
+// BenchmarkAppendStream measures live remote write into the store: 20
+// jobs sending at once, in writes of 10,000 samples interleaving the
+// jobs, from one writer and from two at once (series sharded between
+// them), into a fresh store (shape=live: each write newer than what is
+// stored of its series) and the same writes again (shape=retried: every
+// sample a duplicate, so every write reads what is stored):
+//
+//	go test -run '^$' -bench BenchmarkAppendStream -benchtime 5x ./tsdb/ | tee new.txt
+//	benchstat old.txt new.txt
+func BenchmarkAppendStream(b *testing.B) {
+	ctx := context.Background()
+	for _, writers := range []int{1, 2} {
+		writes, n, newestMs := streamWrites(20, 5000, 20, 10_000, writers)
+		now := func() time.Time { return time.UnixMilli(newestMs) }
+		run := func(s *Store) (stored, dups int) {
+			var (
+				wg sync.WaitGroup
+				mu sync.Mutex
+			)
+			for _, ws := range writes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, w := range ws {
+						res, err := s.AppendSeries(ctx, w)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						stored, dups = stored+res.Samples+res.Records, dups+res.Duplicates+res.Records
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			return stored, dups
+		}
+		for _, shape := range []string{"live", "retried"} {
+			b.Run(fmt.Sprintf("shape=%s/writers=%d/n=%d", shape, writers, n), func(b *testing.B) {
+				b.ReportAllocs()
+				var cpu time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					s, err := Open(b.TempDir(), Options{Now: now}, nil, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if shape == "retried" {
+						if stored, _ := run(s); stored != n {
+							b.Fatalf("stored %d of %d samples", stored, n)
+						}
+					}
+					c0 := cpuTime()
+					b.StartTimer()
+					stored, dups := run(s)
+					b.StopTimer()
+					cpu += cpuTime() - c0
+					if (shape == "live" && stored != n) || (shape == "retried" && (stored != 0 || dups == 0)) {
+						b.Fatalf("%s: %d stored, %d duplicates of %d samples", shape, stored, dups, n)
+					}
+					s.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/sample")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/sample")
+			})
 		}
 	}
 }

@@ -442,6 +442,9 @@ func (s *Store) hide(ctx context.Context, jobID string, check func() (bool, erro
 		return err
 	}
 	s.cache.drop(jobID)
+	if s.newest != nil {
+		s.newest.drop(jobID) // written again, the job is loaded anew (maxtime.go)
+	}
 	return nil
 }
 

@@ -96,9 +96,16 @@ type Store struct {
 	// by the cleanup pass after each block it rewrote (delete_blocks.go).
 	afterBlock func(ctx context.Context, rewritten int)
 
-	// appendMu serialises appends of one job so that the duplicate check
-	// and the commit of a retried batch cannot interleave.
-	appendMu [64]sync.Mutex
+	// appendMu holds off writes of a job while it is deleted: writes
+	// take their jobs' locks shared, Delete and retention exclusively.
+	appendMu [64]sync.RWMutex
+	// seriesMu serialises writes of one series (by label hash), so that
+	// the duplicate check and the commit of a retried batch cannot
+	// interleave; taken after appendMu (maxtime.go).
+	seriesMu [seriesStripes]sync.Mutex
+	// newest bounds each series' newest stored time, so that most writes
+	// skip reading what is stored (maxtime.go); nil for a remote store.
+	newest *newestTimes
 
 	// compactMu pauses writes while Compact moves the whole head into a
 	// block: the head is truncated up to the block's end afterwards, so a
@@ -185,7 +192,7 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	s := &Store{db: db, logger: logger, closing: closing, compactor: comp, stopCompactions: stopCompactions, blockLog: blog,
 		cache: newCache(opts.CacheSamples), damage: damage, disk: disk,
 		now: now, maxFutureSkew: skew, retention: opts.Retention,
-		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{})}
+		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{}), newest: newNewestTimes()}
 	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
 	if err := s.recheckRemoved(context.Background()); err != nil {
 		stopCompactions()
@@ -299,6 +306,8 @@ func (s *Store) chunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	return s.db.ChunkQuerier(mint, maxt)
 }
 
+// lockJob locks jobID exclusively: no write of the job runs until the
+// unlock.
 func (s *Store) lockJob(jobID string) func() {
 	m := &s.appendMu[jobLockIndex(jobID)]
 	m.Lock()
