@@ -58,11 +58,34 @@ func (t *TaskRun) Value(metric string) (float64, bool) {
 // relative terms; the spread keeps a noisy task from alarming on its
 // usual swings; the floor, on the increase, keeps small values quiet (a
 // 40 ms task taking 90 ms, a handful of MiB).
+//
+// A regression of duration_ms, cpu_max or cpu_seconds in a run whose
+// task was stalled on CPU for a share of its wall time more than
+// MaxStall above the median share of the same task in the other runs is
+// contended (Regression.Contended): other work on the node, not the
+// task, made it slow or bursty. It is still reported, with the stall
+// figures, but it is no regression. Memory and PID regressions are
+// never contended. See judgedStall for which share decides.
 type Rule struct {
 	Factor    float64            // default 1.5
 	K         float64            // default 3
 	MinOthers int                // default 3
 	Floors    map[string]float64 // per metric, in its unit; see DefaultFloors
+	// MaxStall is the excess of stall share (0–1) over the baseline
+	// runs' beyond which a run's task is contended; 0 judges no
+	// contention. Default DefaultMaxStall.
+	MaxStall float64
+}
+
+// DefaultMaxStall is the default Rule.MaxStall: a task that waited for a
+// CPU for more than 10 % of its wall time more than it usually does was
+// contended.
+const DefaultMaxStall = 0.10
+
+// stallJudged reports whether a metric's regressions are judged against
+// the task's stall (those that other work on the node can cause).
+func stallJudged(metric string) bool {
+	return metric == MetricDuration || metric == MetricCPUMax || metric == MetricCPUSeconds
 }
 
 // DefaultFloors are the smallest increases over the baseline that count:
@@ -77,9 +100,9 @@ var DefaultFloors = map[string]float64{
 }
 
 // DefaultRule returns the rule with its default factor 1.5, K 3, three
-// other runs at least, and DefaultFloors.
+// other runs at least, DefaultFloors and DefaultMaxStall.
 func DefaultRule() Rule {
-	return Rule{Factor: 1.5, K: 3, MinOthers: 3, Floors: DefaultFloors}
+	return Rule{Factor: 1.5, K: 3, MinOthers: 3, Floors: DefaultFloors, MaxStall: DefaultMaxStall}
 }
 
 // madScale makes the MAD an estimate of the standard deviation of normal
