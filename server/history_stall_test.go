@@ -54,11 +54,11 @@ func TestTemplateHistoryStall(t *testing.T) {
 				Waited map[string]float64 `json:"waited"`
 			} `json:"runs"`
 			Regressions []struct {
-				JobID     string   `json:"job_id"`
-				Metric    string   `json:"metric"`
-				Value     float64  `json:"value"`
-				Baseline  float64  `json:"baseline"`
-				Contended bool     `json:"contended"`
+				JobID     string  `json:"job_id"`
+				Metric    string  `json:"metric"`
+				Value     float64 `json:"value"`
+				Baseline  float64 `json:"baseline"`
+				Contended bool    `json:"contended"`
 				Stall     *struct {
 					Signal   string  `json:"signal"`
 					Share    float64 `json:"share"`
