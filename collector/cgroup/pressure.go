@@ -26,9 +26,13 @@ type Pressure struct {
 	// (/proc/TID/schedstat, second field) summed over the job's threads
 	// as seen at each read: a thread that exits between two reads loses
 	// its wait since the previous read, and threads waiting at once add
-	// up (a sampler caps an interval's share at its wall time).
+	// up; CPURun is then the CPU time of the same threads (first field),
+	// so that a sampler can scale an interval's waits down to its wall
+	// time by the threads' demand (wait + run).
 	CPUStall    time.Duration
 	HasCPUStall bool
+	CPURun      time.Duration
+	HasCPURun   bool
 	// MemoryStall is the time at least one task of the job waited on
 	// memory (reclaim, swap-in, refaults): v2 memory.pressure "some"
 	// total. v1 has none.
@@ -163,22 +167,23 @@ func ReadLoadPerCPU(file string, cpus int) (float64, error) {
 	return v / float64(max(cpus, 1)), nil
 }
 
-// readRunDelay returns the second field of a schedstat file: the time
-// the task waited on a run queue, ns.
-func readRunDelay(file string) (time.Duration, error) {
+// readSchedstat returns the first two fields of a schedstat file: the
+// time the task ran and the time it waited on a run queue, ns.
+func readSchedstat(file string) (run, wait time.Duration, err error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 2 {
-		return 0, fmt.Errorf("cannot parse %q: want 3 fields", file)
+		return 0, 0, fmt.Errorf("cannot parse %q: want 3 fields", file)
 	}
-	ns, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cannot parse %q: %w", file, err)
+	r, err1 := strconv.ParseUint(f[0], 10, 64)
+	w, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("cannot parse %q: %w", file, err)
 	}
-	return time.Duration(ns), nil
+	return time.Duration(r), time.Duration(w), nil
 }
 
 func isNotSupported(err error) bool {
@@ -186,10 +191,11 @@ func isNotSupported(err error) bool {
 	return errors.As(err, &pe) && pe.Err.Error() == "operation not supported"
 }
 
-// waitSum turns per-thread run-queue waits into one cumulative counter.
+// waitSum turns per-thread run-queue waits and run times into two
+// cumulative counters.
 type waitSum struct {
-	last  map[int]time.Duration
-	total time.Duration
+	last       map[int][2]time.Duration // run, wait
+	run, total time.Duration
 	// skipFirst: the first read only sets each thread's baseline (an
 	// opened cgroup's threads may have waited long before the job).
 	skipFirst, read bool
@@ -200,21 +206,23 @@ type waitSum struct {
 // before counts from its birth, except at a baseline read.
 func (w *waitSum) add(procDir string, tids []int) {
 	if w.last == nil {
-		w.last = map[int]time.Duration{}
+		w.last = map[int][2]time.Duration{}
 	}
-	seen := make(map[int]time.Duration, len(tids))
+	seen := make(map[int][2]time.Duration, len(tids))
 	for _, tid := range tids {
-		d, err := readRunDelay(filepath.Join(procDir, strconv.Itoa(tid), "schedstat"))
+		r, d, err := readSchedstat(filepath.Join(procDir, strconv.Itoa(tid), "schedstat"))
 		if err != nil {
 			continue // exited since the list was read
 		}
-		seen[tid] = d
+		seen[tid] = [2]time.Duration{r, d}
 		prev, known := w.last[tid]
 		switch {
-		case known && d >= prev:
-			w.total += d - prev
+		case known && d >= prev[1] && r >= prev[0]:
+			w.total += d - prev[1]
+			w.run += r - prev[0]
 		case !known && !(w.skipFirst && !w.read):
 			w.total += d
+			w.run += r
 		}
 	}
 	w.last, w.read = seen, true
@@ -247,6 +255,7 @@ func (c *Cgroup) Pressure() (Pressure, error) {
 		}
 		c.waits.add(filepath.Join(root, "proc"), tids)
 		p.CPUStall, p.HasCPUStall = c.waits.total, true
+		p.CPURun, p.HasCPURun = c.waits.run, true
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("cannot list threads of cgroup: %w", err))
 	}

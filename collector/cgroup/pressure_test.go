@@ -152,7 +152,7 @@ func TestPressureV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.CPUStall != 2500*time.Microsecond || !p.HasCPUStall || p.HasMemoryStall || p.Throttled != 1500 || !p.HasThrottled {
+	if p.CPUStall != 2500*time.Microsecond || !p.HasCPUStall || p.CPURun != 6*time.Millisecond || !p.HasCPURun || p.HasMemoryStall || p.Throttled != 1500 || !p.HasThrottled {
 		t.Fatalf("first read: %+v", p)
 	}
 	if p.HasNodeCPUStall || !p.HasNodeLoad || p.NodeLoad <= 0 {
@@ -171,6 +171,9 @@ func TestPressureV1(t *testing.T) {
 	}
 	if want := 2500*time.Microsecond + time.Millisecond + 3*time.Millisecond; p.CPUStall != want {
 		t.Fatalf("second read: CPUStall = %v, want %v", p.CPUStall, want)
+	}
+	if want := 6*time.Millisecond + time.Millisecond + 100; p.CPURun != want {
+		t.Fatalf("second read: CPURun = %v, want %v", p.CPURun, want)
 	}
 
 	// An opened cgroup's first read is a baseline: its threads' old waits

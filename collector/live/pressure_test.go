@@ -87,3 +87,44 @@ func TestSamplerPressure(t *testing.T) {
 		}
 	})
 }
+
+// v1Stats sums the waits of threads that wait at once (1.5 s of waits
+// and 1 s of run time per second of wall time, as three threads sharing
+// too few CPUs), with the threads' run time beside them.
+type v1Stats struct{ fakeStats }
+
+func (f *v1Stats) Pressure() (cgroup.Pressure, error) {
+	el := float64(time.Since(f.start))
+	return cgroup.Pressure{CPUStall: time.Duration(el * 1.5), HasCPUStall: true, CPURun: time.Duration(el), HasCPURun: true}, nil
+}
+
+// TestSamplerPressureV1 checks waits summed over threads are scaled to
+// the interval by the threads' demand: 1.5 / (1.5 + 1) of the wall time.
+func TestSamplerPressureV1(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &v1Stats{fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}}
+		sum, n := 0.0, 0
+		s := &sampler{
+			stats:    st,
+			cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
+			emit: func(x liveSample) {
+				if x.resource == ansible.ResourceCPUStall {
+					sum += x.v
+					n++
+				}
+			},
+			log: testLogger(t),
+			now: time.Now,
+		}
+		s.baseline()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.run(ctx); close(done) }()
+		time.Sleep(350 * time.Millisecond)
+		cancel()
+		<-done
+		if want := 0.35 * 1.5 / 2.5; n != 4 || sum-want > 1e-9 || want-sum > 1e-9 {
+			t.Fatalf("cpu_stall: %d samples summing to %v s, want 4 summing to %v s", n, sum, want)
+		}
+	})
+}

@@ -64,8 +64,10 @@ type liveSample struct {
 // *cgroup.Cgroup), each CPU reading also emits the stall resources
 // (ansible.ResourceCPUStall, …): the counters' growth over the same
 // interval in seconds, stamped like the CPU sample, so a task's stall is
-// the sum of its samples. The job's CPU stall of an interval is capped at
-// its wall time (on v1 it sums waits of threads that waited at once).
+// the sum of its samples. The job's CPU stall of an interval is at most
+// its wall time: on v1, where it sums the waits of threads that may have
+// waited at once, it is scaled by wall / (waits + run time) when their
+// demand exceeded the interval.
 // node_load is the load average per CPU at the reading. A figure the
 // kernel does not give is not sent at all, and said once in the log.
 //
@@ -286,7 +288,18 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 			}
 		}
 		const noLimit = time.Duration(1<<63 - 1)
-		delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, wall)
+		if p.HasCPURun && q.HasCPURun {
+			// Waits summed over threads (v1): scaled by the threads'
+			// demand where it exceeds the wall time, so that threads
+			// queued behind each other count about once.
+			dw, dr := max(p.CPUStall-q.CPUStall, 0), max(p.CPURun-q.CPURun, 0)
+			if demand := dw + dr; demand > wall {
+				dw = time.Duration(float64(dw) * float64(wall) / float64(demand))
+			}
+			s.stamp(ansible.ResourceCPUStall, now, stampMs, dw.Seconds())
+		} else {
+			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, wall)
+		}
 		delta(ansible.ResourceMemoryStall, p.HasMemoryStall, q.HasMemoryStall, p.MemoryStall, q.MemoryStall, noLimit)
 		delta(ansible.ResourceCPUThrottled, p.HasThrottled, q.HasThrottled, p.Throttled, q.Throttled, noLimit)
 		delta(ansible.ResourceNodeCPUStall, p.HasNodeCPUStall, q.HasNodeCPUStall, p.NodeCPUStall, q.NodeCPUStall, noLimit)
