@@ -2,8 +2,10 @@ package cgroup
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -213,5 +215,73 @@ func TestRealNodePressure(t *testing.T) {
 	m, err := ReadPSI("/proc/pressure/memory")
 	if err != nil || !m.HasFull {
 		t.Fatalf("/proc/pressure/memory: %+v, %v; want some and full", m, err)
+	}
+}
+
+// TestRealPressure creates a cgroup on this machine, runs two busy loops
+// in it pinned to one CPU (so each waits while the other runs) and checks
+// the job's CPU stall grows by about the time they waited. It fails
+// (never skips silently) when the host allows no cgroups, except under
+// -short.
+func TestRealPressure(t *testing.T) {
+	l, err := Detect("/")
+	if err == nil {
+		_, err = l.Mode()
+	}
+	var c *Cgroup
+	if err == nil {
+		c, err = l.Create(fmt.Sprintf("peakline-pressure-%d", os.Getpid()))
+	}
+	if err != nil {
+		if testing.Short() {
+			t.Skipf("no cgroup to create here: %v", err)
+		}
+		t.Fatalf("cannot create a cgroup (run the tests as root): %v", err)
+	}
+	defer c.Remove()
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skip("taskset (util-linux) is needed to make two loops share one CPU")
+	}
+	before, err := c.Pressure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !before.HasCPUStall {
+		t.Fatalf("Pressure() has no CPU stall on a %v host: %+v", c.Mode(), before)
+	}
+	if _, err := os.Stat("/proc/pressure/cpu"); err == nil && !before.HasNodeCPUStall {
+		t.Fatalf("/proc/pressure/cpu exists but Pressure() has no node figure: %+v", before)
+	}
+	for range 2 {
+		cmd := exec.Command(taskset, "-c", "0", "sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		if err := c.AddProc(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Pressure(); err != nil { // v1: the threads' baseline
+		t.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(time.Second)
+	after, err := c.Pressure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	// Two loops on one CPU: at any moment one waits, so the job was
+	// stalled nearly all the time (v2 some), or the waits sum to about
+	// the wall time (v1). Other load on the host only adds waiting.
+	got := after.CPUStall - before.CPUStall
+	t.Logf("%v host: CPU stall grew %v in %v of wall time", c.Mode(), got, wall)
+	if got < wall/3 {
+		t.Errorf("two loops sharing one CPU for %v: CPU stall grew %v, want at least a third of that", wall, got)
+	}
+	if after.HasCPURun && after.CPURun-before.CPURun <= 0 {
+		t.Errorf("v1: the loops' run time did not grow: %v → %v", before.CPURun, after.CPURun)
 	}
 }
