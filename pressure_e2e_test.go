@@ -165,8 +165,8 @@ func TestPressureNoise(t *testing.T) {
 		}
 	}
 	for _, r := range runs {
-		if r.hog && share[r.id]-usual <= history.DefaultMaxStall {
-			t.Errorf("hogged run %s: CPU task stalled %.3f of its time, usual %.3f: not beyond the threshold %.2f", r.id, share[r.id], usual, history.DefaultMaxStall)
+		if more, _ := history.Contended(share[r.id], usual, history.DefaultMaxStall); r.hog && !more {
+			t.Errorf("hogged run %s: CPU task stalled %.3f of its time, usual %.3f: not contended at max stall %.2f", r.id, share[r.id], usual, history.DefaultMaxStall)
 		}
 	}
 	// The real change is still a regression, not contended.

@@ -177,7 +177,7 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 				r.Factor = &f
 			}
 			if rule.MaxStall > 0 && stallJudged(m) {
-				r.Stall = contention(runs, t, ri, finished, rule.MaxStall)
+				r.Stall = contention(runs, t, ri, finished, m, rule.MaxStall)
 				r.Contended = r.Stall != nil
 			}
 			out = append(out, r)
@@ -188,9 +188,10 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 }
 
 // contention returns the stall figures of task t in run ri when its
-// stall share exceeds the median share (of the same signal) of the other
-// finished runs by more than maxStall, else nil.
-func contention(runs []Run, t Task, ri int, finished []bool, maxStall float64) *Contention {
+// stall share and the median share (of the same signal) of the other
+// finished runs make its finding of metric contended (see Rule and
+// Contended), else nil.
+func contention(runs []Run, t Task, ri int, finished []bool, metric string, maxStall float64) *Contention {
 	sig, share, ok := judgedStall(runs[ri].Tasks[t.At[ri]].Waited)
 	if !ok {
 		return nil
@@ -209,7 +210,7 @@ func contention(runs []Run, t Task, ri int, finished []bool, maxStall float64) *
 		slices.Sort(others)
 		base = median(others)
 	}
-	if share-base <= maxStall {
+	if more, less := Contended(share, base, maxStall); !more && !(less && metric == MetricCPUMax) {
 		return nil
 	}
 	return &Contention{Signal: sig, Share: round4(share), Baseline: round4(base)}

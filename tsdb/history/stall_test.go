@@ -77,9 +77,34 @@ func TestFlagContended(t *testing.T) {
 	f("within the threshold", append(base[:4:4], run("5", 20_000, 60, 100, 0.14, true)), DefaultRule(), "5 duration_ms 20000, 5 cpu_seconds 12")
 	// A run that measured no stall is judged as before.
 	f("no figures", append(base[:4:4], run("5", 20_000, 60, 100, 0, false)), DefaultRule(), "5 duration_ms 20000, 5 cpu_seconds 12")
+	// A quiet run among busy ones: its CPU peaks higher (contended, the
+	// others were held back), while twice the CPU time is its own.
+	busy := []Run{run("1", 10_000, 60, 100, 0.4, true), run("2", 10_000, 61, 100, 0.42, true), run("3", 10_000, 59, 100, 0.38, true), run("4", 10_000, 60, 100, 0.4, true)}
+	f("quiet run among busy ones", append(busy, run("5", 10_000, 95, 100, 0.02, true)), DefaultRule(),
+		"5 cpu_max 95 contended cpu 0.02/0.4, 5 cpu_seconds 9.5")
 	// Older runs without figures: the stall is judged against 0.
 	old := []Run{run("1", 10_000, 60, 100, 0, false), run("2", 10_000, 60, 100, 0, false), run("3", 10_000, 60, 100, 0, false)}
 	f("baseline without figures", append(old, run("4", 20_000, 60, 100, 0.3, true)), DefaultRule(), "4 duration_ms 20000 contended cpu 0.3/0, 4 cpu_seconds 12 contended cpu 0.3/0")
+}
+
+func TestContended(t *testing.T) {
+	f := func(share, usual, maxStall float64, wantMore, wantLess bool) {
+		t.Helper()
+		more, less := Contended(share, usual, maxStall)
+		if more != wantMore || less != wantLess {
+			t.Errorf("Contended(%v, %v, %v) = %v, %v; want %v, %v", share, usual, maxStall, more, less, wantMore, wantLess)
+		}
+	}
+	f(0.45, 0.05, 0.1, true, false)
+	f(0.14, 0.05, 0.1, false, false) // 0.86 unstalled ≥ 0.9 × 0.95
+	f(0.15, 0.05, 0.1, true, false)  // 0.85 < 0.855
+	// A node busy in every run: 0.70 usually, 0.78 with a hog is 27 %
+	// less unstalled time; 0.72 is noise.
+	f(0.78, 0.70, 0.1, true, false)
+	f(0.72, 0.70, 0.1, false, false)
+	f(0.05, 0.45, 0.1, false, true)
+	f(1, 0.5, 0.1, true, false)
+	f(0.9, 0.05, 0, false, false) // 0 judges none
 }
 
 func TestJudgedStall(t *testing.T) {
