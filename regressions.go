@@ -76,10 +76,11 @@ CPU or memory in the newest run (or --job) stand out against the other
 runs of the window (serve --regression-factor decides), as a table or
 --json.
 
-A duration or CPU finding of a task that waited for a CPU for a share of
-its wall time more than --max-stall above its usual share (other work on
-the node slowed it) is contended: printed apart with the stall figures,
-and no regression unless --strict. Memory and process findings are never
+A duration or CPU finding of a task whose extra wait for a CPU took more
+than --max-stall of the time it usually runs unstalled (other work on
+the node slowed it; for CPU peaks also a run that waited that much less
+than usual) is contended: printed apart with the stall figures, and no
+regression unless --strict. Memory and process findings are never
 contended. For CI pipelines, the exit code says:
 
   0  no regressions (contended findings alone included, without --strict)
@@ -99,7 +100,7 @@ contended. For CI pipelines, the exit code says:
 				return usageError("--last: must be from 4 to 100 runs (a run needs 3 others to be compared), got %d", last)
 			}
 			if !(maxStall >= 0 && maxStall <= 1) {
-				return usageError("--max-stall: must be a share of the task's wall time from 0 to 1 (0: judge no contention), got %v", maxStall)
+				return usageError("--max-stall: must be a share from 0 to 1 (0: judge no contention), got %v", maxStall)
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			tr, err := ship.NewTransport(tc, serverURL, logger)
@@ -141,7 +142,7 @@ contended. For CI pipelines, the exit code says:
 	f.StringVar(&job, "job", "", "run (job id) to check (default: the template's newest run)")
 	f.IntVar(&last, "last", 20, "runs of the window the run is compared in, itself included (the run and those before it; 4 to 100)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	f.Float64Var(&maxStall, "max-stall", history.DefaultMaxStall, "stall share of a task's wall time (0 to 1) above its usual share from which a duration or CPU finding is contended, not a regression; 0 judges none")
+	f.Float64Var(&maxStall, "max-stall", history.DefaultMaxStall, "share (0 to 1) of the time a task usually runs unstalled that extra waiting for a CPU must take for a duration or CPU finding to be contended, not a regression; 0 judges none")
 	f.BoolVar(&strict, "strict", false, "count contended findings as regressions (exit 1)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up on the server after this long")
 	clientFlags(f, &tc)
@@ -236,7 +237,7 @@ func printRegressions(w io.Writer, rep regressionsReport) {
 	if len(rep.Contended) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%d contended (the task waited for a CPU well beyond its usual share: other work on the node; no regression without --strict)\n", len(rep.Contended))
+	fmt.Fprintf(w, "%d contended (the task waited for a CPU far more or less than usual: other work on the node; no regression without --strict)\n", len(rep.Contended))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR\tWAITED\tUSUALLY")
 	for _, r := range rep.Contended {

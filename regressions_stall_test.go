@@ -48,7 +48,7 @@ func TestRegressionsContended(t *testing.T) {
 
 	out, errOut, code := runCode(t, "regressions", "--server", s.URL, "--template", "9")
 	want := "template 9, job 4005: no regressions against the other 4 runs\n" +
-		"2 contended (the task waited for a CPU well beyond its usual share: other work on the node; no regression without --strict)\n" +
+		"2 contended (the task waited for a CPU far more or less than usual: other work on the node; no regression without --strict)\n" +
 		"TASK                    METRIC       VALUE      USUAL      FACTOR  WAITED    USUALLY\n" +
 		"site.yml:4 fork sleepers  duration_ms  8.0 s      4.0 s      2.00×   60.0% cpu  5.0%\n" +
 		"site.yml:4 fork sleepers  cpu_seconds  4.0 CPU s  2.0 CPU s  2.00×   60.0% cpu  5.0%\n"

@@ -131,16 +131,17 @@ func (s *Server) templateHistory(c echo.Context) error {
 	return c.JSON(http.StatusOK, history.Build(id, name, runs, rule, maxHistoryTasks))
 }
 
-// maxStallParam parses max_stall=SHARE: the stall share (0 to 1) above
-// the baseline runs' from which a duration or CPU finding is contended
-// (history.Rule.MaxStall); 0 judges none. Default history.DefaultMaxStall.
+// maxStallParam parses max_stall=SHARE (0 to 1; history.Rule.MaxStall):
+// how much of a task's usual unstalled time a change of its CPU stall
+// must take for a duration or CPU finding to be contended; 0 judges
+// none. Default history.DefaultMaxStall.
 func maxStallParam(v string) (float64, error) {
 	if v == "" {
 		return history.DefaultMaxStall, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(f >= 0 && f <= 1) {
-		return 0, badRequest("max_stall: must be a share of the task's wall time from 0 to 1 (0: judge no contention), got %q", v)
+		return 0, badRequest("max_stall: must be a share from 0 to 1 (0: judge no contention), got %q", v)
 	}
 	return f, nil
 }
