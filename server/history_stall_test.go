@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,19 +132,26 @@ func TestTemplateHistoryStall(t *testing.T) {
 	if strings.Join(res, ",") != "cpu,memory" || len(g.Tasks) != 1 || fmt.Sprint(g.Tasks[0].Waited) != "map[cpu:0.5 node_cpu:0.9]" {
 		t.Errorf("graph: series %v, tasks %+v; want cpu,memory and waited cpu 0.5, node_cpu 0.9", res, g.Tasks)
 	}
-	// The job list names only the resources used.
+	// The job list counts the stall samples but shows no peak of them:
+	// what a job waited for is no resource it used.
 	var jl struct {
 		Jobs []struct {
-			JobID   string         `json:"job_id"`
-			Samples map[string]int `json:"samples"`
+			JobID   string                     `json:"job_id"`
+			Samples map[string]int             `json:"samples"`
+			Peaks   map[string]json.RawMessage `json:"peaks"`
 		} `json:"jobs"`
 	}
 	if code := getJSON(t, hs.URL+"/api/v1/jobs", &jl); code != 200 {
 		t.Fatal(code)
 	}
 	for _, j := range jl.Jobs {
-		if _, ok := j.Samples["cpu_stall"]; ok || j.Samples["cpu"] == 0 {
-			t.Errorf("job list: %s samples %v, want cpu and memory only", j.JobID, j.Samples)
+		var peaks []string
+		for r := range j.Peaks {
+			peaks = append(peaks, r)
+		}
+		slices.Sort(peaks)
+		if n := j.Samples["cpu"]; n == 0 || j.Samples["cpu_stall"] != n || j.Samples["node_cpu_stall"] != n || strings.Join(peaks, ",") != "cpu,memory" {
+			t.Errorf("job list: %s samples %v peaks %v, want as many stall samples as CPU ones and peaks of cpu and memory only", j.JobID, j.Samples, peaks)
 		}
 	}
 }

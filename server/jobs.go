@@ -129,11 +129,9 @@ func (s *Server) listJobs(c echo.Context) error {
 			Samples: map[string]int{}, Peaks: map[string]resourcePeak{},
 			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName, Status: sum.Info.Status, Playbook: sum.Info.Playbook, Measured: sum.Info.Measured}
 		for _, r := range sum.Resources {
-			if r.Resource.Stall {
-				continue // what the job waited for is no resource it used
-			}
 			e.Samples[r.Resource.Name] = r.Samples
-			if r.Samples > 0 {
+			// What the job waited for is no resource it used: no peak.
+			if r.Samples > 0 && !r.Resource.Stall {
 				e.Peaks[r.Resource.Name] = resourcePeak{T: r.PeakMs, V: r.Peak}
 			}
 		}

@@ -74,8 +74,9 @@ type Resource struct {
 	// Stall marks what the job waited for rather than what it used
 	// (cpu_stall, memory_stall, cpu_throttled, node_cpu_stall,
 	// node_load): stored, read and attributed like the others, but no
-	// series of the graph nor a resource of the job list; the payloads
-	// carry them as each task's share of its wall time spent stalled.
+	// series of the graph and no peak of the job list (which counts their
+	// samples); the payloads carry them as each task's share of its wall
+	// time spent stalled.
 	Stall bool
 }
 
@@ -90,6 +91,18 @@ var Resources = []Resource{
 	{Name: "cpu_throttled", Metric: MetricCPUThrottled, Unit: "seconds", Stall: true},
 	{Name: "node_cpu_stall", Metric: MetricNodeCPUStall, Unit: "seconds", Stall: true},
 	{Name: "node_load", Metric: MetricNodeLoad, Unit: "ratio", Stall: true},
+}
+
+// GraphedResources returns the resources the graph draws (Stall false),
+// in payload order, in a slice of its own.
+func GraphedResources() []Resource {
+	var out []Resource
+	for _, r := range Resources {
+		if !r.Stall {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // resourceIndex returns the position in Resources of a wire name, or -1.
