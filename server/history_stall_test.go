@@ -3,6 +3,8 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -153,5 +155,16 @@ func TestTemplateHistoryStall(t *testing.T) {
 		if n := j.Samples["cpu"]; n == 0 || j.Samples["cpu_stall"] != n || j.Samples["node_cpu_stall"] != n || strings.Join(peaks, ",") != "cpu,memory" {
 			t.Errorf("job list: %s samples %v peaks %v, want as many stall samples as CPU ones and peaks of cpu and memory only", j.JobID, j.Samples, peaks)
 		}
+	}
+	// The ingest names every resource it takes when refusing another.
+	resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json",
+		strings.NewReader(`{"job_id":"x","series":[{"resource":"cpu_wait","counter":0,"uuid":"","task":"","t":[1796020000000],"v":[1]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "series[0].resource: must be one of cpu, memory, pids, cpu_stall, memory_stall, cpu_throttled, node_cpu_stall, node_load, got"; resp.StatusCode != 400 || !strings.Contains(string(body), want) {
+		t.Errorf("ingest of resource cpu_wait: %d %s, want 400 naming %q", resp.StatusCode, body, want)
 	}
 }

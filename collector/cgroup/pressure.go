@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -186,10 +187,7 @@ func readSchedstat(file string) (run, wait time.Duration, err error) {
 	return time.Duration(r), time.Duration(w), nil
 }
 
-func isNotSupported(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Err.Error() == "operation not supported"
-}
+func isNotSupported(err error) bool { return errors.Is(err, syscall.EOPNOTSUPP) }
 
 // waitSum turns per-thread run-queue waits and run times into two
 // cumulative counters.
