@@ -336,8 +336,9 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 
 	var tasks struct {
 		Tasks []struct {
-			Counter int64  `json:"counter"`
-			Name    string `json:"name"`
+			Counter int64              `json:"counter"`
+			Name    string             `json:"name"`
+			Waited  map[string]float64 `json:"waited"`
 		} `json:"tasks"`
 	}
 	code, body = s.get(t, "/api/v1/jobs/"+id+"/tasks")
@@ -347,6 +348,11 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 	served := map[int64]string{}
 	for _, tk := range tasks.Tasks {
 		served[tk.Counter] = tk.Name
+		// A job's own cgroup tells how long it waited for a CPU; a
+		// process tree has no stall figures.
+		if _, ok := tk.Waited["cpu"]; ok != (measured == "cgroup") && tk.Counter != 0 {
+			t.Errorf("job %s task %q: waited %v, want a CPU share exactly when measured from a cgroup (%s)", id, tk.Name, tk.Waited, measured)
+		}
 	}
 	runner := taskNames(t, j.eventsDir())
 	// Counter 0 holds the samples from before the first task start.

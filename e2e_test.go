@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,7 +129,48 @@ func (s *served) rawSamples(t *testing.T, job string) int {
 	for _, sr := range g.Series {
 		n += sr.RawSamples
 	}
-	return n
+	return n + s.stallSamples(t, job)
+}
+
+// stallSamples is the number of stall samples (cpu_stall, …: no series of
+// the graph) the server holds of job in the last day, counted through its
+// Prometheus API, one metric at a time (count_over_time drops the name,
+// and the metrics share their other labels).
+func (s *served) stallSamples(t *testing.T, job string) int {
+	t.Helper()
+	return stallSamplesVia(t, func(path string) (int, []byte) { return s.get(t, path) }, job)
+}
+
+// stallSamplesVia counts job's stall samples with get, which answers a
+// GET of path on the server.
+func stallSamplesVia(t *testing.T, get func(path string) (int, []byte), job string) int {
+	t.Helper()
+	total := 0
+	for _, metric := range []string{"peakline_cpu_stall_seconds", "peakline_memory_stall_seconds", "peakline_cpu_throttled_seconds",
+		"peakline_node_cpu_stall_seconds", "peakline_node_load_per_cpu"} {
+		q := fmt.Sprintf(`sum(count_over_time(%s{job_id=%q}[1d]))`, metric, job)
+		code, body := get("/prometheus/api/v1/query?query=" + url.QueryEscape(q))
+		var r struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if code != 200 || json.Unmarshal(body, &r) != nil {
+			t.Fatalf("count the stall samples of %s: %d %s", job, code, body)
+		}
+		if len(r.Data.Result) == 0 {
+			continue
+		}
+		v, _ := r.Data.Result[0].Value[1].(string)
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("count the stall samples of %s: %q", job, v)
+		}
+		total += n
+	}
+	return total
 }
 
 func (s *served) get(t *testing.T, path string) (int, []byte) {

@@ -48,6 +48,9 @@ type regressionsReport struct {
 	JobID        string             `json:"job_id"`
 	Runs         int                `json:"runs"` // in the window the job was compared with, itself included
 	Regressions  []reportRegression `json:"regressions"`
+	// Contended are the findings the task's stall explains (see
+	// history.Rule): apart from the regressions, counted only with --strict.
+	Contended []reportRegression `json:"contended"`
 }
 
 type reportRegression struct {
@@ -59,21 +62,29 @@ func regressionsCommand() *cobra.Command {
 	var (
 		serverURL, template, job string
 		last                     int
-		asJSON                   bool
+		asJSON, strict           bool
+		maxStall                 float64
 		timeout                  time.Duration
 		tc                       ship.TransportConfig
 	)
 	cmd := &cobra.Command{
-		Use:   "regressions --server URL --template ID [--job ID] [--json] [--last N]",
+		Use:   "regressions --server URL --template ID [--job ID] [--json] [--last N] [--max-stall SHARE] [--strict]",
 		Short: "Print the regressions of a template's newest (or given) run; exit 1 when there are any",
 		Long: `regressions asks the server for the history of a job template
 (GET /api/v1/templates/{id}/history) and prints the tasks whose duration,
 CPU or memory in the newest run (or --job) stand out against the other
 runs of the window (serve --regression-factor decides), as a table or
---json. For CI pipelines, the exit code says:
+--json.
 
-  0  no regressions
-  1  regressions (printed)
+A duration or CPU finding of a task whose extra wait for a CPU took more
+than --max-stall of the time it usually runs unstalled (other work on
+the node slowed it; for CPU peaks also a run that waited that much less
+than usual) is contended: printed apart with the stall figures, and no
+regression unless --strict. Memory and process findings are never
+contended. For CI pipelines, the exit code says:
+
+  0  no regressions (contended findings alone included, without --strict)
+  1  regressions (printed); with --strict, contended findings too
   2  usage error, unknown template or run, or the server could not be asked`,
 		Example: `  peakline regressions --server http://127.0.0.1:8080 --template 7
   peakline regressions --server https://peakline.example --token-file tok --template 7 --job 1005 --json`,
@@ -88,6 +99,9 @@ runs of the window (serve --regression-factor decides), as a table or
 			if last < 4 || last > 100 {
 				return usageError("--last: must be from 4 to 100 runs (a run needs 3 others to be compared), got %d", last)
 			}
+			if !(maxStall >= 0 && maxStall <= 1) {
+				return usageError("--max-stall: must be a share from 0 to 1 (0: judge no contention), got %v", maxStall)
+			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			tr, err := ship.NewTransport(tc, serverURL, logger)
 			if err != nil {
@@ -95,7 +109,7 @@ runs of the window (serve --regression-factor decides), as a table or
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			h, err := fetchHistory(ctx, &http.Client{Transport: tr}, serverURL, template, job, last)
+			h, err := fetchHistory(ctx, &http.Client{Transport: tr}, serverURL, template, job, last, maxStall)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}
@@ -113,7 +127,7 @@ runs of the window (serve --regression-factor decides), as a table or
 			} else {
 				printRegressions(out, rep)
 			}
-			if len(rep.Regressions) > 0 {
+			if len(rep.Regressions) > 0 || (strict && len(rep.Contended) > 0) {
 				return exitError{code: exitRegressions}
 			}
 			return nil
@@ -128,6 +142,8 @@ runs of the window (serve --regression-factor decides), as a table or
 	f.StringVar(&job, "job", "", "run (job id) to check (default: the template's newest run)")
 	f.IntVar(&last, "last", 20, "runs of the window the run is compared in, itself included (the run and those before it; 4 to 100)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	f.Float64Var(&maxStall, "max-stall", history.DefaultMaxStall, "share (0 to 1) of the time a task usually runs unstalled that extra waiting for a CPU must take for a duration or CPU finding to be contended, not a regression; 0 judges none")
+	f.BoolVar(&strict, "strict", false, "count contended findings as regressions (exit 1)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up on the server after this long")
 	clientFlags(f, &tc)
 	return cmd
@@ -135,8 +151,8 @@ runs of the window (serve --regression-factor decides), as a table or
 
 // fetchHistory gets the history of template, the window ending at job
 // when it is set.
-func fetchHistory(ctx context.Context, client *http.Client, serverURL, template, job string, last int) (*history.History, error) {
-	q := url.Values{"last": {strconv.Itoa(last)}}
+func fetchHistory(ctx context.Context, client *http.Client, serverURL, template, job string, last int, maxStall float64) (*history.History, error) {
+	q := url.Values{"last": {strconv.Itoa(last)}, "max_stall": {strconv.FormatFloat(maxStall, 'f', -1, 64)}}
 	if job != "" {
 		q.Set("job", job)
 	}
@@ -175,10 +191,15 @@ func fetchHistory(ctx context.Context, client *http.Client, serverURL, template,
 
 // regressionsOf collects the regressions of run jobID, in task order.
 func regressionsOf(h *history.History, jobID string) regressionsReport {
-	rep := regressionsReport{TemplateID: h.TemplateID, TemplateName: h.TemplateName, JobID: jobID, Runs: len(h.Runs), Regressions: []reportRegression{}}
+	rep := regressionsReport{TemplateID: h.TemplateID, TemplateName: h.TemplateName, JobID: jobID, Runs: len(h.Runs),
+		Regressions: []reportRegression{}, Contended: []reportRegression{}}
 	for _, t := range h.Tasks {
 		for _, r := range t.Regressions {
-			if r.JobID == jobID {
+			switch {
+			case r.JobID != jobID:
+			case r.Contended:
+				rep.Contended = append(rep.Contended, reportRegression{Task: t.Key, Regression: r})
+			default:
 				rep.Regressions = append(rep.Regressions, reportRegression{Task: t.Key, Regression: r})
 			}
 		}
@@ -200,23 +221,47 @@ func printRegressions(w io.Writer, rep regressionsReport) {
 	}
 	if len(rep.Regressions) == 0 {
 		fmt.Fprintf(w, "template %s, job %s: no regressions against the other %d runs\n", name, rep.JobID, rep.Runs-1)
+	} else {
+		noun := "regressions"
+		if len(rep.Regressions) == 1 {
+			noun = "regression"
+		}
+		fmt.Fprintf(w, "template %s, job %s: %d %s against the other %d runs\n", name, rep.JobID, len(rep.Regressions), noun, rep.Runs-1)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR")
+		for _, r := range rep.Regressions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Task, r.Metric, formatMetric(r.Metric, r.Value), formatMetric(r.Metric, r.Baseline), formatFactor(r.Factor))
+		}
+		_ = tw.Flush()
+	}
+	if len(rep.Contended) == 0 {
 		return
 	}
-	noun := "regressions"
-	if len(rep.Regressions) == 1 {
-		noun = "regression"
-	}
-	fmt.Fprintf(w, "template %s, job %s: %d %s against the other %d runs\n", name, rep.JobID, len(rep.Regressions), noun, rep.Runs-1)
+	fmt.Fprintf(w, "%d contended (the task waited for a CPU far more or less than usual: other work on the node; no regression without --strict)\n", len(rep.Contended))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR")
-	for _, r := range rep.Regressions {
-		factor := "-"
-		if r.Factor != nil {
-			factor = strconv.FormatFloat(*r.Factor, 'f', 2, 64) + "×"
+	fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR\tWAITED\tUSUALLY")
+	for _, r := range rep.Contended {
+		waited, usually := "-", "-"
+		if s := r.Stall; s != nil {
+			waited = formatShare(s.Share) + " " + s.Signal
+			usually = formatShare(s.Baseline)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Task, r.Metric, formatMetric(r.Metric, r.Value), formatMetric(r.Metric, r.Baseline), factor)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Task, r.Metric, formatMetric(r.Metric, r.Value), formatMetric(r.Metric, r.Baseline), formatFactor(r.Factor), waited, usually)
 	}
 	_ = tw.Flush()
+}
+
+// formatFactor renders a finding's factor, "-" when the baseline is 0.
+func formatFactor(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*f, 'f', 2, 64) + "×"
+}
+
+// formatShare renders a share of wall time as a percentage.
+func formatShare(v float64) string {
+	return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
 }
 
 // formatMetric renders a metric's value in its unit for people.

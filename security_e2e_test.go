@@ -205,7 +205,17 @@ func (s *secureServer) storedSamples(t *testing.T, job string) int {
 	for _, sr := range g.Series {
 		n += sr.RawSamples
 	}
-	return n
+	return n + stallSamplesVia(t, func(path string) (int, []byte) {
+		req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+readToken)
+		resp, err := s.client.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		must(t, err)
+		return resp.StatusCode, body
+	}, job)
 }
 
 // takenRE reads the samples a collect run took from its summary line,

@@ -67,6 +67,7 @@ func TestWebPage(t *testing.T) {
 		b.JobInfo.Measured = measured
 		webIngest(t, srv.URL, b)
 	}
+	webIngest(t, srv.URL, webWaitedJob(now-6*3600_000))
 	lap("imported and served")
 	webIngest(t, srv.URL, webManyTasksJob(now-5*3600_000))
 	lap("ingested the 10,000-task job")
@@ -78,6 +79,7 @@ func TestWebPage(t *testing.T) {
 	t.Run("one sample", func(t *testing.T) { testWebOneSample(t, browser, srv.URL) })
 	t.Run("10000 tasks", func(t *testing.T) { testWebManyTasks(t, browser, srv.URL) })
 	t.Run("measured", func(t *testing.T) { testWebMeasured(t, browser, srv.URL) })
+	t.Run("waited", func(t *testing.T) { testWebWaited(t, browser, srv.URL) })
 	t.Run("live job", func(t *testing.T) { testWebLiveJob(t, browser, srv.URL) })
 	t.Run("jobs list", func(t *testing.T) { testWebJobsList(t, browser, srv.URL) })
 	t.Run("no events template", func(t *testing.T) { testWebNoTemplate(t, browser, bin) })
@@ -254,7 +256,7 @@ func testWebJobsList(t *testing.T, browser context.Context, base string) {
 	jobs := webEval[[]string](t, tab, `[...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.job + ' ' + r.querySelector('a').getAttribute('href'))`)
 	want := map[string]bool{"demo2 /jobs/demo2": true, "web-empty /jobs/web-empty": true, "web-one-sample /jobs/web-one-sample": true,
 		"web-many-tasks /jobs/web-many-tasks": true, "web-live /jobs/web-live": true,
-		"web-process-tree /jobs/web-process-tree": true, "web-cgroup /jobs/web-cgroup": true}
+		"web-process-tree /jobs/web-process-tree": true, "web-cgroup /jobs/web-cgroup": true, "web-waited /jobs/web-waited": true}
 	if len(jobs) != len(want) {
 		t.Errorf("jobs list rows = %q, want %d jobs", jobs, len(want))
 	}

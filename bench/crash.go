@@ -443,7 +443,7 @@ func (w *crashWriter) batch(base string) (string, map[string]string, []byte, err
 		b := map[string]any{"job_id": w.job,
 			"tasks": []map[string]any{{"counter": counter, "uuid": uuid, "name": name, "start": w.baseMs + int64(from-from%w.cfg.TaskSamples)}}}
 		var series []map[string]any
-		for _, r := range tsdb.Resources {
+		for _, r := range tsdb.GraphedResources() {
 			series = append(series, map[string]any{"resource": r.Name, "counter": counter, "uuid": uuid, "task": name, "t": ts, "v": values(r.Name)})
 		}
 		b["series"] = series
@@ -451,7 +451,7 @@ func (w *crashWriter) batch(base string) (string, map[string]string, []byte, err
 		return base + "/api/v1/ingest", map[string]string{"Content-Type": "application/json"}, body, err
 	}
 	var req prompb.WriteRequest
-	for _, r := range tsdb.Resources {
+	for _, r := range tsdb.GraphedResources() {
 		s := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: r.Metric},
 			{Name: tsdb.LabelCounter, Value: strconv.FormatInt(counter, 10)}, {Name: tsdb.LabelJob, Value: w.job},
 			{Name: tsdb.LabelTask, Value: name}, {Name: tsdb.LabelTaskUUID, Value: uuid}}}

@@ -33,7 +33,7 @@ type crashSeries struct {
 func verifyCrash(ctx context.Context, client *http.Client, base string, writers []*crashWriter, verified []int, full bool, res *CrashResult) error {
 	res.Acked = 0
 	for _, w := range writers {
-		res.Acked += w.acked * len(tsdb.Resources)
+		res.Acked += w.acked * len(tsdb.GraphedResources())
 	}
 	for wi, w := range writers {
 		from := verified[wi]
@@ -72,7 +72,7 @@ func verifyCrash(ctx context.Context, client *http.Client, base string, writers 
 		// Per sample of the raw window: acknowledged ones once, in-doubt
 		// ones at most once.
 		inDoubtStored := map[crashSeries]int{}
-		for _, r := range tsdb.Resources {
+		for _, r := range tsdb.GraphedResources() {
 			seen := map[int]int{}
 			for key, idx := range present {
 				if key.resource == r.Name {
@@ -109,7 +109,7 @@ func verifyCrash(ctx context.Context, client *http.Client, base string, writers 
 			want := map[crashSeries][2]float64{}
 			for i := range from {
 				c, _, _ := w.crashTask(i)
-				for _, r := range tsdb.Resources {
+				for _, r := range tsdb.GraphedResources() {
 					k := crashSeries{c, r.Name}
 					v := want[k]
 					v[0]++
@@ -121,7 +121,7 @@ func verifyCrash(ctx context.Context, client *http.Client, base string, writers 
 			// name, which alone tells the resources' series apart.
 			at := w.baseMs + int64(from-1)
 			got := map[crashSeries][2]float64{}
-			for _, r := range tsdb.Resources {
+			for _, r := range tsdb.GraphedResources() {
 				for f, fn := range []string{"count_over_time", "sum_over_time"} {
 					q := fmt.Sprintf(`%s(%s{job_id=%q}[%dms])`, fn, r.Metric, w.job, from)
 					rows, err := promQuery(ctx, client, base, q, at)
@@ -186,7 +186,7 @@ func verifyTasks(ctx context.Context, client *http.Client, base string, w *crash
 	want := map[crashSeries]int{}
 	for i := range w.acked {
 		c, _, _ := w.crashTask(i)
-		for _, r := range tsdb.Resources {
+		for _, r := range tsdb.GraphedResources() {
 			want[crashSeries{c, r.Name}]++
 		}
 	}
@@ -215,7 +215,7 @@ func verifyTasks(ctx context.Context, client *http.Client, base string, w *crash
 }
 
 func resourceOfMetric(metric string) string {
-	for _, r := range tsdb.Resources {
+	for _, r := range tsdb.GraphedResources() {
 		if r.Metric == metric {
 			return r.Name
 		}

@@ -120,7 +120,7 @@ func newGraphJob(dir string, samples, tasks, points int, seed int64) (*graphJob,
 // collide ("vector cannot contain metrics with the same labelset").
 func promQLFor(jobID string, stepMs int64) string {
 	var parts []string
-	for _, r := range tsdb.Resources {
+	for _, r := range tsdb.GraphedResources() {
 		parts = append(parts, fmt.Sprintf(`label_replace(max_over_time(%s{job_id=%q}[%dms]), "resource", %q, "", "")`, r.Metric, jobID, stepMs, r.Name))
 	}
 	return strings.Join(parts, " or ")

@@ -114,7 +114,7 @@ func seriesLabels(metric, job string, t workload.Task) []prompb.Label {
 }
 
 func metricOf(resource string) string {
-	for _, r := range tsdb.Resources {
+	for _, r := range tsdb.GraphedResources() {
 		if r.Name == resource {
 			return r.Metric
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/peakline/peakline/downsample"
 	"github.com/peakline/peakline/server/graphpayload"
 	"github.com/peakline/peakline/tsdb"
+	"github.com/peakline/peakline/tsdb/history"
 )
 
 // graph answers GET /api/v1/jobs/{job}/graph?points=N&from=MS&to=MS&algorithm=NAME.
@@ -105,15 +106,41 @@ func (s *Server) eventsURL(jobID string) string {
 
 // graphInput converts a stored job into the payload's plain columns.
 func graphInput(job *tsdb.Job) ([]graphpayload.Column, []graphpayload.TaskSpan) {
-	cols := make([]graphpayload.Column, len(job.Columns))
-	for i, c := range job.Columns {
-		cols[i] = graphpayload.Column{Resource: c.Resource.Name, Unit: c.Resource.Unit, Ts: c.Ts, Vs: c.Vs, Task: c.Task}
+	cols := make([]graphpayload.Column, 0, len(job.Columns))
+	for _, c := range job.Columns {
+		if c.Resource.Stall {
+			continue // no series of the graph: each task's Waited says it
+		}
+		cols = append(cols, graphpayload.Column{Resource: c.Resource.Name, Unit: c.Resource.Unit, Ts: c.Ts, Vs: c.Vs, Task: c.Task})
 	}
+	waited := jobWaited(job)
 	spans := make([]graphpayload.TaskSpan, len(job.Tasks))
 	for i, t := range job.Tasks {
 		spans[i] = graphpayload.TaskSpan{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, EndMs: t.EndMs}
+		if waited != nil {
+			spans[i].Waited = waited[i]
+		}
 	}
 	return cols, spans
+}
+
+// jobWaited returns each task's stall figures from the job's stall
+// columns (see history.Waited), or nil for a job without any.
+func jobWaited(job *tsdb.Job) []map[string]float64 {
+	var cols []history.StallColumn
+	for _, c := range job.Columns {
+		if c.Resource.Stall {
+			cols = append(cols, history.StallColumn{Resource: c.Resource.Name, Vs: c.Vs, Task: c.Task})
+		}
+	}
+	if cols == nil {
+		return nil
+	}
+	dur := make([]int64, len(job.Tasks))
+	for i, t := range job.Tasks {
+		dur[i] = t.EndMs - t.StartMs
+	}
+	return history.Waited(cols, dur)
 }
 
 func validAlgorithm(name string) bool {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"weak"
 
@@ -41,7 +42,7 @@ func (e *noSuchRunError) Error() string {
 }
 func (e *noSuchRunError) Unwrap() error { return errNoSuchRun }
 
-// templateHistory answers GET /api/v1/templates/{id}/history?last=N[&job=ID]:
+// templateHistory answers GET /api/v1/templates/{id}/history?last=N[&job=ID][&max_stall=SHARE]:
 // the template's last N runs (default 20, at most 100) oldest first, or
 // with job the N runs ending at that job; every task matched across them
 // with its statistics per run, and the regressions the rule flags
@@ -142,7 +143,26 @@ func (s *Server) templateHistory(c echo.Context) error {
 			name = sum.Info.TemplateName // the newest name wins
 		}
 	}
-	return c.JSON(http.StatusOK, history.Build(id, name, runs, s.regressionRule(), maxHistoryTasks))
+	rule := s.regressionRule()
+	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, history.Build(id, name, runs, rule, maxHistoryTasks))
+}
+
+// maxStallParam parses max_stall=SHARE (0 to 1; history.Rule.MaxStall):
+// how much of a task's usual unstalled time a change of its CPU stall
+// must take for a duration or CPU finding to be contended; 0 judges
+// none. Default history.DefaultMaxStall.
+func maxStallParam(v string) (float64, error) {
+	if v == "" {
+		return history.DefaultMaxStall, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0 && f <= 1) {
+		return 0, badRequest("max_stall: must be a share from 0 to 1 (0: judge no contention), got %q", v)
+	}
+	return f, nil
 }
 
 // historyLast parses last=N.
@@ -160,6 +180,7 @@ func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 		lastCounter = job.LastEvent.Counter
 	}
 	stats := graphpayload.Summaries(cols, spans, lastCounter)
+	waited := jobWaited(job)
 	var cpu []float64
 	for _, c := range job.Columns {
 		if c.Resource.Name == "cpu" {
@@ -172,6 +193,9 @@ func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 			StartMs: t.StartMs, EndMs: t.EndMs, Max: history.StatsOf(stats[i].Max), Mean: history.StatsOf(stats[i].Mean)}
 		if cpu != nil {
 			tr.CPUSeconds = cpu[i]
+		}
+		if waited != nil {
+			tr.Waited = waited[i]
 		}
 		run.Tasks[i] = tr
 	}

@@ -137,7 +137,8 @@ func (s *Server) listJobs(c echo.Context) error {
 			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName, Status: sum.Info.Status, Playbook: sum.Info.Playbook, Measured: sum.Info.Measured}
 		for _, r := range sum.Resources {
 			e.Samples[r.Resource.Name] = r.Samples
-			if r.Samples > 0 {
+			// What the job waited for is no resource it used: no peak.
+			if r.Samples > 0 && !r.Resource.Stall {
 				e.Peaks[r.Resource.Name] = resourcePeak{T: r.PeakMs, V: r.Peak}
 			}
 		}

@@ -215,6 +215,12 @@ func newMetadataStore() *metadataStore {
 			"cpu":    "CPU use of the processes of an Ansible task, in percent of one CPU (may exceed 100).",
 			"memory": "Memory use of the processes of an Ansible task, in bytes.",
 			"pids":   "Number of processes of an Ansible task.",
+
+			"cpu_stall":      "Seconds some process of an Ansible task waited for a CPU during the collector's interval ending at the sample.",
+			"memory_stall":   "Seconds some process of an Ansible task waited on memory during the collector's interval ending at the sample.",
+			"cpu_throttled":  "Seconds the CPU limit of an Ansible job held it back during the collector's interval ending at the sample.",
+			"node_cpu_stall": "Seconds some process on the job's node waited for a CPU during the collector's interval ending at the sample.",
+			"node_load":      "The 1-minute load average of the job's node per CPU at the sample (nodes without pressure stall information).",
 		}[r.Name]
 		unit := r.Unit
 		if unit == "count" {

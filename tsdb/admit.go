@@ -144,7 +144,8 @@ func (a admission) admitBatch(b *Batch) error {
 // schema, whose series hold finite floats only.
 func isPeaklineMetric(name string) bool {
 	switch name {
-	case MetricCPU, MetricMemory, MetricPIDs, MetricTaskStart, MetricLastEvent, MetricJobInfo:
+	case MetricCPU, MetricMemory, MetricPIDs, MetricTaskStart, MetricLastEvent, MetricJobInfo,
+		MetricCPUStall, MetricMemoryStall, MetricCPUThrottled, MetricNodeCPUStall, MetricNodeLoad:
 		return true
 	}
 	return false

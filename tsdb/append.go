@@ -133,7 +133,7 @@ func (b *Batch) Validate() error {
 	for i, s := range b.Series {
 		f := fmt.Sprintf("series[%d]", i)
 		if resourceIndex(s.Resource) < 0 {
-			return invalid(f+".resource", "must be one of cpu, memory, pids, got %q", s.Resource)
+			return invalid(f+".resource", "must be one of %s, got %q", resourceNames(), s.Resource)
 		}
 		if s.Counter < 0 {
 			return invalid(f+".counter", "must be >= 0, got %d", s.Counter)

@@ -13,11 +13,21 @@ import (
 // job_id, counter, task_uuid and task; task series carry the same labels
 // and one sample at the task's start; the job-end series carries job_id only.
 const (
-	MetricCPU       = "peakline_cpu_percent"
-	MetricMemory    = "peakline_memory_bytes"
-	MetricPIDs      = "peakline_pids"
-	MetricTaskStart = "peakline_task_start"
-	MetricLastEvent = "peakline_job_last_event"
+	MetricCPU    = "peakline_cpu_percent"
+	MetricMemory = "peakline_memory_bytes"
+	MetricPIDs   = "peakline_pids"
+	// Stall metrics: per CPU interval of the collector, the seconds the
+	// job (or its node) was stalled during the interval that ends at the
+	// sample, so a task's stall is the sum of its samples (see
+	// Resource.Stall). MetricNodeLoad is the node's 1-minute load average
+	// per CPU at the sample, sent where the kernel has no PSI.
+	MetricCPUStall     = "peakline_cpu_stall_seconds"
+	MetricMemoryStall  = "peakline_memory_stall_seconds"
+	MetricCPUThrottled = "peakline_cpu_throttled_seconds"
+	MetricNodeCPUStall = "peakline_node_cpu_stall_seconds"
+	MetricNodeLoad     = "peakline_node_load_per_cpu"
+	MetricTaskStart    = "peakline_task_start"
+	MetricLastEvent    = "peakline_job_last_event"
 	// MetricJobInfo is the job's template and AWX identity: one sample
 	// (value: the store's clock in unix ms when written, so that of two
 	// writes at one sample time the later wins) per update, its labels
@@ -58,16 +68,41 @@ const (
 
 // Resource is one measured quantity of a job.
 type Resource struct {
-	Name   string // "cpu", "memory", "pids": the wire and payload name
+	Name   string // "cpu", "memory", "pids", …: the wire and payload name
 	Metric string // the stored metric name
-	Unit   string // "percent" (of one CPU), "bytes", "count"
+	Unit   string // "percent" (of one CPU), "bytes", "count", "seconds", "ratio"
+	// Stall marks what the job waited for rather than what it used
+	// (cpu_stall, memory_stall, cpu_throttled, node_cpu_stall,
+	// node_load): stored, read and attributed like the others, but no
+	// series of the graph and no peak of the job list (which counts their
+	// samples); the payloads carry them as each task's share of its wall
+	// time spent stalled.
+	Stall bool
 }
 
-// Resources lists every resource in payload order.
+// Resources lists every resource in payload order: the graphed ones
+// first, then the stall resources.
 var Resources = []Resource{
 	{Name: "cpu", Metric: MetricCPU, Unit: "percent"},
 	{Name: "memory", Metric: MetricMemory, Unit: "bytes"},
 	{Name: "pids", Metric: MetricPIDs, Unit: "count"},
+	{Name: "cpu_stall", Metric: MetricCPUStall, Unit: "seconds", Stall: true},
+	{Name: "memory_stall", Metric: MetricMemoryStall, Unit: "seconds", Stall: true},
+	{Name: "cpu_throttled", Metric: MetricCPUThrottled, Unit: "seconds", Stall: true},
+	{Name: "node_cpu_stall", Metric: MetricNodeCPUStall, Unit: "seconds", Stall: true},
+	{Name: "node_load", Metric: MetricNodeLoad, Unit: "ratio", Stall: true},
+}
+
+// GraphedResources returns the resources the graph draws (Stall false),
+// in payload order, in a slice of its own.
+func GraphedResources() []Resource {
+	var out []Resource
+	for _, r := range Resources {
+		if !r.Stall {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // resourceIndex returns the position in Resources of a wire name, or -1.
@@ -78,6 +113,15 @@ func resourceIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// resourceNames lists the wire names of Resources, comma separated.
+func resourceNames() string {
+	names := make([]string, len(Resources))
+	for i, r := range Resources {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // metricIndex returns the position in Resources of a stored metric name, or -1.

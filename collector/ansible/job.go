@@ -10,6 +10,20 @@ const (
 	ResourcePids   = "pids"
 )
 
+// Stall resources: what the job and its node waited for, sampled with
+// CPU (the same intervals, the same task boundaries). Each value is the
+// seconds stalled during the interval that ends at the sample, so a
+// task's stall is the sum of its samples; node_load is the node's
+// 1-minute load average per CPU at the sample, sent where the kernel has
+// no /proc/pressure.
+const (
+	ResourceCPUStall     = "cpu_stall"      // the job's tasks waited for a CPU
+	ResourceMemoryStall  = "memory_stall"   // the job's tasks waited on memory
+	ResourceCPUThrottled = "cpu_throttled"  // the job's CPU limit held it back
+	ResourceNodeCPUStall = "node_cpu_stall" // some task on the node waited for a CPU
+	ResourceNodeLoad     = "node_load"      // load average per CPU (no PSI)
+)
+
 // resources lists the resource names by their sort index.
 var resources = [...]string{ResourceCPU, ResourceMemory, ResourcePids}
 

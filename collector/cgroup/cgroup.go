@@ -23,8 +23,15 @@ type Cgroup struct {
 	// in dirs[i] go back to on Remove (the creator's own cgroup).
 	dirs, homes             []string
 	cpuDir, memDir, pidsDir string
+	// cpuCtlDir holds the cpu.stat with the throttling of the CPU limit
+	// the job lives under: the cgroup itself on v2; on v1 its cgroup in
+	// the cpu hierarchy ("" when that is not mounted).
+	cpuCtlDir string
+	// root is the layout's root, where /proc is read.
+	root string
 
 	memPeak, pidsPeak *peakReader
+	waits             *waitSum // v1 run-queue waits (Pressure)
 }
 
 // Mode is the hierarchy the cgroup lives in.
@@ -57,7 +64,7 @@ func (l *Layout) Create(name string) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cgroup{mode: mode, owned: true}
+	c := &Cgroup{mode: mode, owned: true, root: l.root}
 	if mode == ModeV2 {
 		parent, home, err := l.v2Parent()
 		if err != nil {
@@ -68,7 +75,7 @@ func (l *Layout) Create(name string) (*Cgroup, error) {
 			return nil, fmt.Errorf("cannot create cgroup %q: %w", dir, mkdirHint(err))
 		}
 		c.dirs, c.homes = []string{dir}, []string{home}
-		c.cpuDir, c.memDir, c.pidsDir = dir, dir, dir
+		c.cpuDir, c.memDir, c.pidsDir, c.cpuCtlDir = dir, dir, dir, dir
 		if have, err := readFields(filepath.Join(dir, "cgroup.controllers")); err == nil && !hasAll(have, v2Controllers) {
 			_ = os.Remove(dir)
 			return nil, fmt.Errorf("%w: cgroup %q got controllers %q: enable memory and pids with 'echo \"+memory +pids\" > %s'",
@@ -87,6 +94,10 @@ func (l *Layout) Create(name string) (*Cgroup, error) {
 				c.dirs, c.homes = append(c.dirs, dir), append(c.homes, home)
 			}
 			c.setV1Dir(ctl, dir)
+		}
+		// The job runs under its creator's cpu cgroup and its limit.
+		if m := l.v1["cpu"]; m != nil {
+			c.cpuCtlDir = l.selfDir(m, "cpu")
 		}
 	}
 	c.initPeaks()
@@ -233,14 +244,14 @@ func (l *Layout) Open(p string) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cgroup{mode: mode}
+	c := &Cgroup{mode: mode, root: l.root}
 	if mode == ModeV2 {
 		dir := l.resolve(l.v2, p)
 		if err := isDir(dir); err != nil {
 			return nil, err
 		}
 		c.dirs, c.homes = []string{dir}, []string{filepath.Dir(dir)}
-		c.cpuDir, c.memDir, c.pidsDir = dir, dir, dir
+		c.cpuDir, c.memDir, c.pidsDir, c.cpuCtlDir = dir, dir, dir, dir
 		c.initPeaks()
 		return c, nil
 	}
@@ -279,6 +290,17 @@ func (l *Layout) Open(p string) (*Cgroup, error) {
 			c.dirs, c.homes = append(c.dirs, dir), append(c.homes, filepath.Dir(dir))
 		}
 		c.setV1Dir(ctl, dir)
+	}
+	if m := l.v1["cpu"]; m != nil {
+		dir := l.resolve(m, p)
+		if member != nil {
+			peer := &Layout{root: l.root, self: map[string]string{}}
+			peer.parseProcCgroup(member)
+			dir = peer.selfDir(m, "cpu")
+		}
+		if isDir(dir) == nil {
+			c.cpuCtlDir = dir
+		}
 	}
 	c.initPeaks()
 	return c, nil

@@ -3,9 +3,11 @@ package live
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/cgroup"
 )
 
 // liveSample is one reading of one resource of a live job.
@@ -58,6 +60,17 @@ type liveSample struct {
 // time: a boundary sample is stamped after the previous reading of its
 // resource, or not taken.
 //
+// With CPU, when the Stats read stall counters (a PressureStats such as
+// *cgroup.Cgroup), each CPU reading also emits the stall resources
+// (ansible.ResourceCPUStall, …): the counters' growth over the same
+// interval in seconds, stamped like the CPU sample, so a task's stall is
+// the sum of its samples. The job's CPU stall of an interval is at most
+// its wall time: on v1, where it sums the waits of threads that may have
+// waited at once, it is scaled by wall / (waits + run time) when their
+// demand exceeded the interval.
+// node_load is the load average per CPU at the reading. A figure the
+// kernel does not give is not sent at all, and said once in the log.
+//
 // After ctx ends, run takes one last sample of each resource (the tail of
 // CPU time, the peak since the last poll). Reading errors are logged once
 // per resource and skipped.
@@ -77,6 +90,18 @@ type sampler struct {
 	// readMs is the time of each resource's latest reading, where its
 	// open interval starts (the baseline's time before the first one).
 	readMs map[string]int64
+
+	// pressure reads the stall counters (nil: the Stats have none);
+	// prevP is the previous reading.
+	pressure PressureStats
+	prevP    cgroup.Pressure
+	haveP    bool
+}
+
+// PressureStats is a Stats that also reads how long the job and its node
+// were stalled (see cgroup.Pressure); *cgroup.Cgroup is one.
+type PressureStats interface {
+	Pressure() (cgroup.Pressure, error)
 }
 
 // baseline reads the CPU counter the first CPU sample is measured from;
@@ -90,7 +115,33 @@ func (s *sampler) baseline() {
 	if u, err := s.stats.CPU(); err == nil {
 		s.prevCPU, s.prevWall, s.haveCPU = u, now, true
 	}
+	if ps, ok := s.stats.(PressureStats); ok {
+		s.pressure = ps
+		for _, r := range stallResources {
+			s.readMs[r] = now.UnixMilli()
+		}
+		p, err := ps.Pressure()
+		if !s.check(ansible.ResourceCPUStall, err) {
+			s.prevP, s.haveP = p, true
+		}
+		var missing []string
+		if !p.HasCPUStall {
+			missing = append(missing, ansible.ResourceCPUStall)
+		}
+		if !p.HasMemoryStall {
+			missing = append(missing, ansible.ResourceMemoryStall)
+		}
+		if !p.HasNodeCPUStall {
+			missing = append(missing, ansible.ResourceNodeCPUStall)
+		}
+		if len(missing) > 0 {
+			s.log.Info("no pressure stall information from the kernel: not stored", "missing", strings.Join(missing, ","), "node_load", p.HasNodeLoad)
+		}
+	}
 }
+
+// stallResources are the resources samplePressure emits.
+var stallResources = [...]string{ansible.ResourceCPUStall, ansible.ResourceMemoryStall, ansible.ResourceCPUThrottled, ansible.ResourceNodeCPUStall, ansible.ResourceNodeLoad}
 
 // run samples until ctx is done, then samples once more.
 func (s *sampler) run(ctx context.Context) {
@@ -211,10 +262,52 @@ func (s *sampler) sampleCPU(stampMs int64) {
 		}
 		pct := float64(u-s.prevCPU) / float64(wall) * 100
 		s.stamp(ansible.ResourceCPU, now, stampMs, max(pct, 0))
+		s.samplePressure(now, stampMs, wall)
 	} else {
 		s.readMs[ansible.ResourceCPU] = now.UnixMilli() // the first interval starts here
 	}
 	s.prevCPU, s.prevWall, s.haveCPU = u, now, true
+}
+
+// samplePressure emits the growth of the stall counters since the
+// previous CPU reading, which was wall ago (see sampler).
+func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duration) {
+	if s.pressure == nil {
+		return
+	}
+	p, err := s.pressure.Pressure()
+	if s.check(ansible.ResourceCPUStall, err) {
+		return
+	}
+	if s.haveP {
+		q := s.prevP
+		delta := func(res string, has, hadBefore bool, cur, prev, limit time.Duration) {
+			if has && hadBefore {
+				d := min(max(cur-prev, 0), limit)
+				s.stamp(res, now, stampMs, d.Seconds())
+			}
+		}
+		const noLimit = time.Duration(1<<63 - 1)
+		if p.HasCPURun && q.HasCPURun {
+			// Waits summed over threads (v1): scaled by the threads'
+			// demand where it exceeds the wall time, so that threads
+			// queued behind each other count about once.
+			dw, dr := max(p.CPUStall-q.CPUStall, 0), max(p.CPURun-q.CPURun, 0)
+			if demand := dw + dr; demand > wall {
+				dw = time.Duration(float64(dw) * float64(wall) / float64(demand))
+			}
+			s.stamp(ansible.ResourceCPUStall, now, stampMs, dw.Seconds())
+		} else {
+			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, wall)
+		}
+		delta(ansible.ResourceMemoryStall, p.HasMemoryStall, q.HasMemoryStall, p.MemoryStall, q.MemoryStall, noLimit)
+		delta(ansible.ResourceCPUThrottled, p.HasThrottled, q.HasThrottled, p.Throttled, q.Throttled, noLimit)
+		delta(ansible.ResourceNodeCPUStall, p.HasNodeCPUStall, q.HasNodeCPUStall, p.NodeCPUStall, q.NodeCPUStall, noLimit)
+		if p.HasNodeLoad {
+			s.stamp(ansible.ResourceNodeLoad, now, stampMs, p.NodeLoad)
+		}
+	}
+	s.prevP, s.haveP = p, true
 }
 
 func (s *sampler) sampleMemory(stampMs int64) {

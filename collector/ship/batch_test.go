@@ -130,3 +130,16 @@ func TestBatchesSplitTasksAndSeries(t *testing.T) {
 		t.Fatalf("%d batches, want 5", len(batches))
 	}
 }
+
+// TestBatchJSONStall pins a stall series on the wire: the resource's
+// name, seconds per interval as values.
+func TestBatchJSONStall(t *testing.T) {
+	job := &ansible.Job{ID: "j", Series: []ansible.Series{{Resource: ansible.ResourceCPUStall, Counter: 3, UUID: "u", Task: "t", Ts: []int64{1796009976236}, Vs: []float64{0.0625}}}}
+	got, err := json.Marshal(Batches(job, 0)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"job_id":"j","series":[{"resource":"cpu_stall","counter":3,"uuid":"u","task":"t","t":[1796009976236],"v":[0.0625]}]}`; string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

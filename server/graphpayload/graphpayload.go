@@ -51,6 +51,10 @@ type TaskSpan struct {
 	Name    string
 	StartMs int64
 	EndMs   int64
+	// Waited is the task's share of its wall time stalled, by signal
+	// (see TaskSummary.Waited); nil when the job measured none. The
+	// payload shares the map.
+	Waited map[string]float64
 }
 
 // GraphRequest says what window and resolution to build.
@@ -132,6 +136,12 @@ type TaskSummary struct {
 	Samples map[string]int     `json:"samples"`
 	Max     map[string]float64 `json:"max"`
 	Mean    map[string]float64 `json:"mean"`
+	// Waited is the share (0–1) of the task's wall time it was stalled:
+	// "cpu" waiting for a CPU, "memory" on memory, "throttled" by its CPU
+	// limit, "node_cpu" some task of the node waiting for a CPU;
+	// "node_load" is the node's mean load per CPU (no PSI). Absent
+	// figures are left out; absent with none.
+	Waited map[string]float64 `json:"waited,omitempty"`
 }
 
 // taskStat accumulates one task's statistics for one resource.
@@ -156,7 +166,7 @@ func Summaries(cols []Column, tasks []TaskSpan, lastCounter int64) []TaskSummary
 
 func summary(t TaskSpan, r *EventRange, cols []Column, stats [][]taskStat, i int) TaskSummary {
 	s := TaskSummary{
-		Counter: t.Counter, UUID: t.UUID, Name: t.Name, Start: t.StartMs, End: t.EndMs, Events: r,
+		Counter: t.Counter, UUID: t.UUID, Name: t.Name, Start: t.StartMs, End: t.EndMs, Events: r, Waited: t.Waited,
 		Samples: map[string]int{}, Max: map[string]float64{}, Mean: map[string]float64{},
 	}
 	for c, col := range cols {

@@ -46,6 +46,10 @@ type TaskRunEntry struct {
 	CPUSeconds *float64 `json:"cpu_seconds,omitempty"` // absent without CPU samples
 	Max        Stats    `json:"max"`
 	Mean       Stats    `json:"mean"`
+	// Waited is the share of the task's wall time stalled, by signal
+	// ("cpu", "memory", "throttled", "node_cpu"; "node_load" is the mean
+	// load per CPU); absent when the run measured none.
+	Waited map[string]float64 `json:"waited,omitempty"`
 }
 
 // Regression is a run's value of a task's metric that the Rule flags.
@@ -57,6 +61,19 @@ type Regression struct {
 	Value    float64  `json:"value"`
 	Baseline float64  `json:"baseline"`
 	Factor   *float64 `json:"factor"`
+	// Contended marks a value the rule flags that the task's stall
+	// explains (see Rule): reported, but no regression. Stall holds the
+	// figures that decided.
+	Contended bool        `json:"contended,omitempty"`
+	Stall     *Contention `json:"stall,omitempty"`
+}
+
+// Contention is why a flagged value is contended: the task's stall share
+// of signal in the run against the median of the other runs.
+type Contention struct {
+	Signal   string  `json:"signal"`   // StallCPU, StallNodeCPU or StallNodeLoad (then 1 − 1/load)
+	Share    float64 `json:"share"`    // of the task's wall time, 0–1
+	Baseline float64 `json:"baseline"` // median share of the other runs (0 where they measured none)
 }
 
 // Build matches the tasks of runs (oldest first), flags regressions with
@@ -80,7 +97,7 @@ func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int)
 				continue
 			}
 			tr := &runs[ri].Tasks[at]
-			re := TaskRunEntry{JobID: runs[ri].JobID, Counter: tr.Counter, Start: tr.StartMs, DurationMs: tr.EndMs - tr.StartMs, Max: tr.Max, Mean: tr.Mean}
+			re := TaskRunEntry{JobID: runs[ri].JobID, Counter: tr.Counter, Start: tr.StartMs, DurationMs: tr.EndMs - tr.StartMs, Max: tr.Max, Mean: tr.Mean, Waited: tr.Waited}
 			if tr.Max.CPU != nil {
 				s := tr.CPUSeconds
 				re.CPUSeconds = &s
@@ -159,11 +176,44 @@ func Flag(runs []Run, t Task, rule Rule) []Regression {
 				f := math.Round(vals[ri]/base*100) / 100
 				r.Factor = &f
 			}
+			if rule.MaxStall > 0 && stallJudged(m) {
+				r.Stall = contention(runs, t, ri, finished, m, rule.MaxStall)
+				r.Contended = r.Stall != nil
+			}
 			out = append(out, r)
 		}
 	}
 	sortByRun(out, runs)
 	return out
+}
+
+// contention returns the stall figures of task t in run ri when its
+// stall share and the median share (of the same signal) of the other
+// finished runs make its finding of metric contended (see Rule and
+// Contended), else nil.
+func contention(runs []Run, t Task, ri int, finished []bool, metric string, maxStall float64) *Contention {
+	sig, share, ok := judgedStall(runs[ri].Tasks[t.At[ri]].Waited)
+	if !ok {
+		return nil
+	}
+	var others []float64
+	for rj, at := range t.At {
+		if rj == ri || at < 0 || !finished[rj] {
+			continue
+		}
+		if s, v, ok := judgedStall(runs[rj].Tasks[at].Waited); ok && s == sig {
+			others = append(others, v)
+		}
+	}
+	base := 0.0
+	if len(others) > 0 {
+		slices.Sort(others)
+		base = median(others)
+	}
+	if more, less := Contended(share, base, maxStall); !more && !(less && metric == MetricCPUMax) {
+		return nil
+	}
+	return &Contention{Signal: sig, Share: round4(share), Baseline: round4(base)}
 }
 
 // Unfinished reports whether a run with status is still going (AWX's

@@ -51,4 +51,16 @@
 // baseline for the other runs: its last task is cut short, and its low
 // figures would make a finished run look heavy. Every other status
 // (failed and canceled too, and none) counts as finished.
+//
+// # Contention
+//
+// A task on a busy node runs slower and burstier for reasons of the
+// node's, not its own. Each task run carries its stall shares (Waited:
+// the share of its wall time it waited for a CPU, on memory, …, as the
+// collector measured them). A duration or CPU finding of a run whose task
+// waited for a CPU so much more than in the other runs that the wait
+// alone explains a slowdown (see Rule and Contended), or a CPU peak of a
+// run that waited much less than the others, is contended
+// (Regression.Contended), with the figures that decided: reported, but no
+// regression. Memory and PID findings are never contended.
 package history

@@ -20,6 +20,9 @@ type TaskRun struct {
 	// CPUSeconds is the CPU time of the task (see CPUSeconds); valid
 	// when Max has CPU.
 	CPUSeconds float64
+	// Waited holds the task's stall figures by signal (StallCPU, …; see
+	// Waited); nil when the run measured none.
+	Waited map[string]float64
 }
 
 // Stats holds one figure per resource; nil where the task has no

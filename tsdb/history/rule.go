@@ -58,11 +58,56 @@ func (t *TaskRun) Value(metric string) (float64, bool) {
 // relative terms; the spread keeps a noisy task from alarming on its
 // usual swings; the floor, on the increase, keeps small values quiet (a
 // 40 ms task taking 90 ms, a handful of MiB).
+//
+// A regression of duration_ms, cpu_max or cpu_seconds is contended
+// (Regression.Contended) when the task's CPU stall in the run differs
+// from the median stall of the same task in the other runs by more than
+// MaxStall (see Contended): other work on the node, not the task, made
+// it slow or bursty. It is still reported, with the stall figures, but it
+// is no regression. A run more stalled than usual is contended for all
+// three; a run less stalled than usual for cpu_max alone, as a task whose
+// usual runs fought for the CPU peaks higher on a quiet node, while it
+// runs faster and uses the same CPU time there. Memory and PID
+// regressions are never contended. See judgedStall for which stall
+// decides.
 type Rule struct {
 	Factor    float64            // default 1.5
 	K         float64            // default 3
 	MinOthers int                // default 3
 	Floors    map[string]float64 // per metric, in its unit; see DefaultFloors
+	// MaxStall (0–1) is how much of the wall time a task usually runs
+	// unstalled that a change of stall must take or give for a run to be
+	// contended (see Contended); 0 judges no contention. Default
+	// DefaultMaxStall.
+	MaxStall float64
+}
+
+// DefaultMaxStall is the default Rule.MaxStall: a task whose extra wait
+// for a CPU took more than 10 % of the time it usually runs unstalled
+// (so that the wait alone made it more than 1.11 times slower) was
+// contended.
+const DefaultMaxStall = 0.10
+
+// Contended compares a run's stall share of a task (0–1) with the usual
+// share of the other runs: more reports that the run's unstalled share
+// 1 − share fell below (1 − maxStall) × (1 − usual), i.e. the extra wait
+// alone slowed the task by more than 1 / (1 − maxStall); less that the
+// usual unstalled share fell below (1 − maxStall) times the run's (the
+// other runs were the slowed ones). Measuring the change against the
+// unstalled time, not the wall time, keeps it visible on a node that is
+// busy in every run, where shares crowd near 1.
+func Contended(share, usual, maxStall float64) (more, less bool) {
+	if maxStall <= 0 {
+		return false, false
+	}
+	keep := 1 - maxStall
+	return 1-share < keep*(1-usual), 1-usual < keep*(1-share)
+}
+
+// stallJudged reports whether a metric's regressions are judged against
+// the task's stall (those that other work on the node can cause).
+func stallJudged(metric string) bool {
+	return metric == MetricDuration || metric == MetricCPUMax || metric == MetricCPUSeconds
 }
 
 // DefaultFloors are the smallest increases over the baseline that count:
@@ -77,9 +122,9 @@ var DefaultFloors = map[string]float64{
 }
 
 // DefaultRule returns the rule with its default factor 1.5, K 3, three
-// other runs at least, and DefaultFloors.
+// other runs at least, DefaultFloors and DefaultMaxStall.
 func DefaultRule() Rule {
-	return Rule{Factor: 1.5, K: 3, MinOthers: 3, Floors: DefaultFloors}
+	return Rule{Factor: 1.5, K: 3, MinOthers: 3, Floors: DefaultFloors, MaxStall: DefaultMaxStall}
 }
 
 // madScale makes the MAD an estimate of the standard deviation of normal

@@ -83,12 +83,23 @@ export function regressionDetail(reg) {
   return `${regressionText(reg)}: ${m ? m.label.toLowerCase() : reg.metric} ${fmt(reg.value)}, usual ${fmt(reg.baseline)} (median of the other runs)`;
 }
 
+// isRegression tells a regression from a contended finding: a value the
+// rule flags that the task's stall explains (other work on the node), no
+// regression.
+export const isRegression = (reg) => !reg.contended;
+
+// contendedDetail says why a finding is contended.
+export function contendedDetail(reg) {
+  const s = reg.stall || {};
+  return `${regressionText(reg)}, contended: waited ${Math.round((s.share || 0) * 100)} % of its time for a CPU, usually ${Math.round((s.baseline || 0) * 100)} % (other work on the node)`;
+}
+
 // jobRegressions lists the regressions of one job across the tasks of
-// history h: [{task, reg}].
+// history h: [{task, reg}], contended findings left out.
 export function jobRegressions(h, jobId) {
   const out = [];
   for (const task of h.tasks || []) {
-    for (const reg of task.regressions || []) if (reg.job_id === jobId) out.push({ task, reg });
+    for (const reg of task.regressions || []) if (reg.job_id === jobId && isRegression(reg)) out.push({ task, reg });
   }
   return out;
 }
@@ -115,7 +126,8 @@ export function usualOf(h, jobId) {
       if (value === undefined || vals.length < MIN_OTHERS) continue;
       figures.push({ metric: m.key, value, usual: median(vals) });
     }
-    out.set(mine.counter, { task, counter: mine.counter, figures, regressions: (task.regressions || []).filter((r) => r.job_id === jobId) });
+    const flagged = (task.regressions || []).filter((r) => r.job_id === jobId);
+    out.set(mine.counter, { task, counter: mine.counter, figures, regressions: flagged.filter(isRegression), contended: flagged.filter((r) => !isRegression(r)) });
   }
   return out;
 }
@@ -127,7 +139,8 @@ export function usualSummary(entry) {
   if (!entry) return null;
   const figs = entry.figures.filter((f) => f.usual > 0).map((f) => ({ ...f, factor: f.value / f.usual }));
   if (figs.length === 0) return null;
-  const title = figs.map((f) => `${METRIC[f.metric].label}: ${METRIC[f.metric].fmt(f.value)}, usual ${METRIC[f.metric].fmt(f.usual)} (${fmtFactor(f.factor)})`).join('\n');
+  let title = figs.map((f) => `${METRIC[f.metric].label}: ${METRIC[f.metric].fmt(f.value)}, usual ${METRIC[f.metric].fmt(f.usual)} (${fmtFactor(f.factor)})`).join('\n');
+  if (entry.contended && entry.contended.length) title = `${entry.contended.map(contendedDetail).join('\n')}\n\n${title}`;
   if (entry.regressions.length) {
     const top = entry.regressions.reduce((a, b) => ((b.factor ?? 0) > (a.factor ?? 0) ? b : a));
     return { text: regressionText(top), regressed: true, factor: top.factor, metric: top.metric, title: `${entry.regressions.map(regressionDetail).join('\n')}\n\n${title}` };

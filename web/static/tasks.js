@@ -10,12 +10,40 @@ const ROW_LIMIT = 1000;
 
 const totalSamples = (t) => Math.max(0, ...Object.values(t.samples || {}));
 
+// A share of wall time (0–1) as a percentage.
+const pct = (v) => `${(v * 100).toFixed(v >= 0.1 ? 0 : 1)} %`;
+
+// waitedText renders a task's stall shares (the payload's waited): the
+// job's own waits for a CPU and on memory; the node's where the job's
+// are not measured.
+export function waitedText(w) {
+  if (!w) return '—';
+  const parts = [];
+  if (w.cpu !== undefined) parts.push(`CPU ${pct(w.cpu)}`);
+  if (w.memory !== undefined) parts.push(`mem ${pct(w.memory)}`);
+  if (!parts.length && w.node_cpu !== undefined) parts.push(`node ${pct(w.node_cpu)}`);
+  return parts.length ? parts.join(' · ') : '—';
+}
+
+function waitedTitle(w) {
+  if (!w) return 'no stall figures were measured for this task';
+  const lines = ['share of the task\'s wall time it was stalled'];
+  if (w.cpu !== undefined) lines.push(`waiting for a CPU: ${pct(w.cpu)}`);
+  if (w.memory !== undefined) lines.push(`waiting on memory: ${pct(w.memory)}`);
+  if (w.throttled !== undefined) lines.push(`held back by its CPU limit: ${pct(w.throttled)}`);
+  if (w.node_cpu !== undefined) lines.push(`some task on the node waiting for a CPU: ${pct(w.node_cpu)}`);
+  if (w.node_load !== undefined) lines.push(`node load per CPU: ${w.node_load.toFixed(2)}`);
+  return lines.join('\n');
+}
+
 // COLUMNS in display order; value() is what sorts.
 const COLUMNS = [
   { key: 'counter', label: '#', title: 'counter of the task-start job event', value: (t) => t.counter || Infinity, dir: 1 },
   { key: 'name', label: 'Task', value: (t) => (t.name || '').toLowerCase(), dir: 1 },
   { key: 'start', label: 'Start', value: (t) => t.start, dir: 1 },
   { key: 'duration', label: 'Duration', value: (t) => t.end - t.start, dir: -1, num: true },
+  // Shown only for a job whose collector measured stall (hasWaited).
+  { key: 'waited', label: 'Waited', title: 'share of the task\'s wall time stalled waiting for a CPU, and on memory: other work on the node, not the task', value: (t) => (t.waited && (t.waited.cpu ?? t.waited.node_cpu)) ?? -Infinity, dir: -1, num: true, stall: true },
   { key: 'samples', label: 'Samples', value: totalSamples, dir: -1, num: true },
   // Shown only for a job of a template with history (setUsual).
   { key: 'usual', label: 'vs usual', title: 'this run against the median of the template\'s other runs', value: (t, table) => table.usualFactor(t), dir: -1, optional: true },
@@ -54,6 +82,7 @@ export class TaskTable {
   setTasks(tasks, resources) {
     this.tasks = tasks;
     this.resources = resources;
+    this.hasWaited = tasks.some((t) => t.waited && Object.keys(t.waited).length > 0);
     this.heaviest = {};
     for (const r of resources) {
       let best = null;
@@ -86,7 +115,7 @@ export class TaskTable {
   }
 
   render() {
-    const cols = COLUMNS.filter((c) => (!c.resource || this.resources.includes(c.resource)) && (!c.optional || this.usual));
+    const cols = COLUMNS.filter((c) => (!c.resource || this.resources.includes(c.resource)) && (!c.optional || this.usual) && (!c.stall || this.hasWaited));
     const col = cols.find((c) => c.key === this.sortKey) || cols[0];
     const sorted = this.tasks.slice().sort((a, b) => {
       const va = col.value(a, this);
@@ -170,6 +199,7 @@ export class TaskTable {
           break;
         case 'start': td = el('td', { class: 'time' }, fmtClock(t.start, true)); break;
         case 'duration': td = el('td', { class: 'num' }, fmtDuration(t.end - t.start)); break;
+        case 'waited': td = el('td', { class: 'num waited', title: waitedTitle(t.waited) }, waitedText(t.waited)); break;
         case 'usual': {
           const u = this.usual(t);
           td = el('td', { class: `vs-usual${u && u.regressed ? ' regressed' : ''}${u && !u.metric ? ' as-usual' : ''}`, title: u ? u.title : 'no history: this task is not in enough other runs of the template' },

@@ -10,6 +10,7 @@
 import { el, svg, fmtDateTime, fmtDuration, fmtCount, apiError, pathSegment } from './format.js';
 import {
   METRICS, DEFAULT_RUNS, metricValue, historyURL, jobTaskURL, regressionText, regressionDetail, median, fmtFactor,
+  isRegression,
 } from './history.js';
 
 // Runs a page may ask for with ?last=N (the API answers at most 100).
@@ -69,7 +70,7 @@ function show(h) {
   // A template without a name is titled by its id alone.
   $('template-id').textContent = h.template_name ? `template ${h.template_id || templateId}` : '';
   document.title = `${name} · Peakline`;
-  const nRegressions = tasks.reduce((n, t) => n + (t.regressions || []).length, 0);
+  const nRegressions = tasks.reduce((n, t) => n + (t.regressions || []).filter(isRegression).length, 0);
   const meta = [`${fmtCount(runs.length)} run${runs.length === 1 ? '' : 's'}${runs.length >= lastParam() ? ` (the last ${lastParam()})` : ''}`];
   if (runs.length) meta.push(`${fmtDateTime(runs[0].start)} – ${fmtDateTime(runs[runs.length - 1].start)}`);
   meta.push(`${fmtCount(tasks.length)} tasks${h.tasks_omitted ? ` (${fmtCount(h.tasks_omitted)} more not shown)` : ''}`);
@@ -94,6 +95,7 @@ function renderRegressions(tasks) {
   const items = [];
   for (const t of tasks) {
     for (const reg of t.regressions || []) {
+      if (!isRegression(reg)) continue; // contended: other work on the node
       const at = (t.runs || []).find((r) => r.job_id === reg.job_id);
       items.push({ t, reg, at });
     }
@@ -113,7 +115,7 @@ function renderRegressions(tasks) {
 
 function renderRuns(runs, tasks) {
   const perJob = new Map();
-  for (const t of tasks) for (const reg of t.regressions || []) perJob.set(reg.job_id, (perJob.get(reg.job_id) || 0) + 1);
+  for (const t of tasks) for (const reg of (t.regressions || []).filter(isRegression)) perJob.set(reg.job_id, (perJob.get(reg.job_id) || 0) + 1);
   const rows = runs.map((r, i) => {
     const n = perJob.get(r.job_id) || 0;
     return el('tr', { dataset: { job: r.job_id }, class: n ? 'regressed' : '' },
@@ -143,7 +145,7 @@ function renderTasks(runs, tasks) {
     ...METRICS.map((m) => el('th', { scope: 'col', class: `metric ${m.resource || 'duration'}` }, m.resource ? el('span', { class: `swatch ${m.resource}` }) : null, m.label)));
   const rows = tasks.map((t, i) => {
     const byJob = new Map((t.runs || []).map((r) => [r.job_id, r]));
-    const regs = t.regressions || [];
+    const regs = (t.regressions || []).filter(isRegression);
     return el('tr', { dataset: { i: String(i), key: t.key }, class: regs.length ? 'regressed' : '' },
       el('td', { class: 'name' }, el('span', { class: 'task-name', title: t.name || '' }, t.name || '(unnamed task)'),
         el('div', { class: 'task-key muted', title: [t.play && `play: ${t.play}`, t.role && `role: ${t.role}`, t.task_path && `path: ${t.task_path}`].filter(Boolean).join('\n') },

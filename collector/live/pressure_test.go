@@ -1,0 +1,130 @@
+package live
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/peakline/peakline/collector/ansible"
+	"github.com/peakline/peakline/collector/cgroup"
+)
+
+// pressureStats is a fakeStats whose job waits for a CPU for waitShare
+// of wall time (on top of the node's nodeShare) and never on memory:
+// the memory figure is absent, as on cgroup v1.
+type pressureStats struct {
+	fakeStats
+	waitShare, nodeShare float64
+}
+
+func (f *pressureStats) Pressure() (cgroup.Pressure, error) {
+	el := float64(time.Since(f.start))
+	return cgroup.Pressure{
+		CPUStall: time.Duration(el * f.waitShare), HasCPUStall: true,
+		Throttled: 0, HasThrottled: true,
+		NodeCPUStall: time.Duration(el * f.nodeShare), HasNodeCPUStall: true,
+	}, nil
+}
+
+// TestSamplerPressure checks the stall resources ride on the CPU
+// readings: same times and intervals, each value the counter's growth
+// over the interval in seconds, the job's stall capped at the wall time,
+// and no memory stall sent when the kernel gives none.
+func TestSamplerPressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 0.5, mem: 1, pids: 1}, waitShare: 3, nodeShare: 0.25}
+		var got []liveSample
+		s := &sampler{
+			stats:    st,
+			cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
+			emit: func(x liveSample) { got = append(got, x) },
+			log:  testLogger(t),
+			now:  time.Now,
+		}
+		s.baseline()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.run(ctx); close(done) }()
+		time.Sleep(350 * time.Millisecond)
+		cancel()
+		<-done
+
+		cpuAt := map[int64]bool{}
+		byRes := map[string][]liveSample{}
+		for _, x := range got {
+			byRes[x.resource] = append(byRes[x.resource], x)
+			if x.resource == ansible.ResourceCPU {
+				cpuAt[x.ms] = true
+			}
+		}
+		if n := len(byRes[ansible.ResourceCPU]); n != 4 {
+			t.Fatalf("cpu samples = %d, want 4 (3 polls and the last)", n)
+		}
+		if n := len(byRes[ansible.ResourceMemoryStall]); n != 0 {
+			t.Fatalf("memory_stall samples = %d, want none: the kernel gave no figure", n)
+		}
+		for _, res := range []string{ansible.ResourceCPUStall, ansible.ResourceNodeCPUStall, ansible.ResourceCPUThrottled} {
+			xs := byRes[res]
+			if len(xs) != 4 {
+				t.Fatalf("%s samples = %d, want 4, one per CPU reading", res, len(xs))
+			}
+			sum := 0.0
+			for _, x := range xs {
+				if !cpuAt[x.ms] {
+					t.Fatalf("%s sample at %d has no CPU sample at that time", res, x.ms)
+				}
+				sum += x.v
+			}
+			want := map[string]float64{
+				ansible.ResourceCPUStall:     0.35, // 3× wall, capped at the wall time
+				ansible.ResourceNodeCPUStall: 0.35 * 0.25,
+				ansible.ResourceCPUThrottled: 0,
+			}[res]
+			if d := sum - want; d > 1e-9 || d < -1e-9 {
+				t.Fatalf("%s sums to %v s, want %v s", res, sum, want)
+			}
+		}
+	})
+}
+
+// v1Stats sums the waits of threads that wait at once (1.5 s of waits
+// and 1 s of run time per second of wall time, as three threads sharing
+// too few CPUs), with the threads' run time beside them.
+type v1Stats struct{ fakeStats }
+
+func (f *v1Stats) Pressure() (cgroup.Pressure, error) {
+	el := float64(time.Since(f.start))
+	return cgroup.Pressure{CPUStall: time.Duration(el * 1.5), HasCPUStall: true, CPURun: time.Duration(el), HasCPURun: true}, nil
+}
+
+// TestSamplerPressureV1 checks waits summed over threads are scaled to
+// the interval by the threads' demand: 1.5 / (1.5 + 1) of the wall time.
+func TestSamplerPressureV1(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &v1Stats{fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}}
+		sum, n := 0.0, 0
+		s := &sampler{
+			stats:    st,
+			cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
+			emit: func(x liveSample) {
+				if x.resource == ansible.ResourceCPUStall {
+					sum += x.v
+					n++
+				}
+			},
+			log: testLogger(t),
+			now: time.Now,
+		}
+		s.baseline()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.run(ctx); close(done) }()
+		time.Sleep(350 * time.Millisecond)
+		cancel()
+		<-done
+		if want := 0.35 * 1.5 / 2.5; n != 4 || sum-want > 1e-9 || want-sum > 1e-9 {
+			t.Fatalf("cpu_stall: %d samples summing to %v s, want 4 summing to %v s", n, sum, want)
+		}
+	})
+}
