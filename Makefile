@@ -66,6 +66,20 @@ test: tools
 	$(GO) vet -tags purego ./downsample/
 	$(GO) test -count=1 -tags purego ./downsample/
 
+# The collector on a real cgroup v2 kernel: boots Debian's 6.1 and 6.12
+# kernels (pinned in scripts/v2vm/assets.sh) under qemu with cgroup_no_v1=all
+# and runs there the collector packages' real-cgroup tests, an ansible-runner
+# job under `peakline collect` and one under `peakline agent`, and records
+# real v2 job cgroups (docs/CGROUP-V2.md). Needs root. Kernels, the guest's
+# Debian root and the binaries are kept in bin/v2vm.
+# record-v2 also copies the 6.12 recording to collector/discover/testdata/v2-real.
+.PHONY: test-v2 record-v2
+test-v2:
+	GO=$(GO) scripts/v2vm/run.sh test
+
+record-v2:
+	GO=$(GO) scripts/v2vm/run.sh record
+
 test-short:
 	$(GO) test -short ./...
 
