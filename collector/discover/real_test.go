@@ -587,3 +587,15 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 		t.Fatalf("the Tree counted %v while the root's own and reaped time grew by %v (want equal, at least 50ms)", got, want)
 	}
 }
+
+// TestScaled checks the deadline scale: unset it is 1, set it multiplies.
+func TestScaled(t *testing.T) {
+	t.Setenv("PEAKLINE_TEST_TIME_SCALE", "")
+	if got := scaled(t, 8*time.Second); got != 8*time.Second {
+		t.Fatalf("unset: scaled(8s) = %v; want 8s", got)
+	}
+	t.Setenv("PEAKLINE_TEST_TIME_SCALE", "2.5")
+	if got := scaled(t, 8*time.Second); got != 20*time.Second {
+		t.Fatalf("2.5: scaled(8s) = %v; want 20s", got)
+	}
+}

@@ -42,8 +42,8 @@ python3 -c "import time
 b = bytearray(48 << 20)
 for i in range(0, len(b), 4096): b[i] = 1
 open(\"$2\", \"w\").write(\"ready\")
-time.sleep(60)" &
-for i in 1 2 3 4 5 6 7 8; do sleep 60 & done
+time.sleep(600)" &
+for i in 1 2 3 4 5 6 7 8; do sleep 600 & done
 i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done
 wait'
 env -i PATH=/usr/bin:/bin JOB_ID=301 "$bin/ansible-playbook" -c "$job" job "$cg/$podScope/container" "$bin/ready1" &
@@ -53,7 +53,14 @@ for _ in $(seq 600); do
 	sleep 0.1
 done
 [ -e "$bin/ready1" ] && [ -e "$bin/ready2" ]
-sleep 1 # the burst of sleeps started, the shells wait
+# Every job holds its 10 processes (the shell, python3, 8 sleeps) and the
+# shells wait: nothing forks while the files are copied.
+for _ in $(seq 600); do
+	[ "$(cat "$cg/$podScope/container/pids.current")" = 10 ] && [ "$(cat "$cg/$k8sScope/pids.current")" = 10 ] && break
+	sleep 0.1
+done
+[ "$(cat "$cg/$podScope/container/pids.current")" = 10 ] && [ "$(cat "$cg/$k8sScope/pids.current")" = 10 ]
+sleep 1
 
 # The path from the root to each leaf, and what each level holds.
 files="cgroup.procs cgroup.events cgroup.controllers cgroup.subtree_control cgroup.type cpu.stat
