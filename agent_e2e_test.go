@@ -24,14 +24,16 @@ import (
 
 // The agent's end-to-end tests run real ansible-runner jobs in cgroups laid
 // out as a podman execution node and a Kubernetes node lay them out, on
-// this host's real cgroup hierarchies, with the environment AWX gives a job;
+// this host's real cgroup hierarchies (v1's controllers, or the one v2
+// tree: make test-v2 runs them on a cgroup v2 kernel), with the environment AWX gives a job;
 // a fake AWX (collector/awx/awxtest) serves the jobs' real events in the
 // API's shape, and `peakline agent` ships to a real `peakline serve`.
 
-// agentPlaybook burns two CPUs, allocates 300 MB and holds it until the
-// task ends, then forks 25 processes. lead, when set, is a first task that
-// only waits that long.
-func agentPlaybook(lead string) string {
+// agentPlaybook burns two CPUs for burnSeconds, allocates 300 MB and
+// holds it until the task ends, then forks 25 processes. lead, when set,
+// is a first task that only waits that long.
+func agentPlaybook(t testing.TB, lead string) string {
+	burn := burnSeconds(t)
 	s := `- name: agent end-to-end
   hosts: localhost
   connection: local
@@ -43,7 +45,7 @@ func agentPlaybook(lead string) string {
       ansible.builtin.command: sleep ` + lead + "\n"
 	}
 	return s + `    - name: burn some cpu
-      ansible.builtin.shell: "timeout 2 sh -c 'while :; do :; done' & timeout 2 sh -c 'while :; do :; done'; wait; true"
+      ansible.builtin.shell: "timeout ` + burn + ` sh -c 'while :; do :; done' & timeout ` + burn + ` sh -c 'while :; do :; done'; wait; true"
     - name: allocate memory
       ansible.builtin.command: python3 -c "import time; b = bytearray(300*1024*1024); time.sleep(2)"
     - name: fork a burst of processes
@@ -61,6 +63,7 @@ type e2eNode struct {
 	awx       *awxtest.Server
 	tokenFile string
 	spool     string
+	hier      []string // e2eHierarchies
 }
 
 const awxToken = "awx-read-only-token"
@@ -72,29 +75,51 @@ func newE2ENode(t *testing.T) *e2eNode {
 	}
 	needCgroups(t)
 	needTool(t, "ansible-runner", "python3-ansible-runner ansible")
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		t.Skip("this test lays out cgroup v1 hierarchies (a v1/hybrid host); cgroup v2 discovery is tested on recorded trees in collector/discover")
-	}
 	n := &e2eNode{t: t, parent: fmt.Sprintf("peakline-agent-e2e-%d-%d", os.Getpid(), agentSeq.Add(1)),
-		spool: t.TempDir()}
+		spool: t.TempDir(), hier: e2eHierarchies()}
 	n.awx = awxtest.NewServer(awxtest.Options{Token: awxToken, Lag: 2 * time.Second})
 	t.Cleanup(n.awx.Close)
 	n.tokenFile = filepath.Join(t.TempDir(), "awx-token")
 	must(t, os.WriteFile(n.tokenFile, []byte(awxToken+"\n"), 0o600))
-	t.Cleanup(func() { removeCgroupTree(n.parent) })
+	t.Cleanup(func() { removeCgroupTree(n.hier, n.parent) })
 	return n
 }
 
-// v1 controllers the agent reads, as mounted on this host.
-var e2eControllers = []string{"cpuacct", "memory", "pids"}
+// e2eHierarchies are the cgroup hierarchies a job's cgroup is made in: on
+// cgroup v2 the one tree at /sys/fs/cgroup, on v1 the controllers the agent
+// reads.
+func e2eHierarchies() []string {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return []string{"/sys/fs/cgroup"}
+	}
+	return []string{"/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"}
+}
 
-// cgroup makes rel (below the test's parent) in every controller and
+// cgroup makes rel (below the test's parent) in every hierarchy and
 // returns its cgroup.procs files.
 func (n *e2eNode) cgroup(rel string) []string {
+	return makeJobCgroup(n.t, n.hier, n.parent, rel)
+}
+
+// makeJobCgroup makes parent/rel in each of hier and returns its
+// cgroup.procs files. On v2 each level above the leaf enables cpu, memory
+// and pids for its children, as systemd does for a scope and the kubelet
+// for a pod, top down, so that the leaf has their files; the leaf enables none,
+// since a v2 cgroup that delegates controllers cannot hold processes.
+func makeJobCgroup(tb testing.TB, hier []string, parent, rel string) []string {
+	tb.Helper()
 	var procs []string
-	for _, c := range e2eControllers {
-		dir := filepath.Join("/sys/fs/cgroup", c, n.parent, rel)
-		must(n.t, os.MkdirAll(dir, 0o755))
+	for _, h := range hier {
+		dir := filepath.Join(h, parent, rel)
+		must2(tb, os.MkdirAll(dir, 0o755))
+		if len(hier) == 1 {
+			up := h
+			for _, part := range strings.Split(filepath.Join(parent, filepath.Dir(rel)), "/") {
+				must2(tb, os.WriteFile(filepath.Join(up, "cgroup.subtree_control"), []byte("+cpu +memory +pids"), 0o644))
+				up = filepath.Join(up, part)
+			}
+			must2(tb, os.WriteFile(filepath.Join(up, "cgroup.subtree_control"), []byte("+cpu +memory +pids"), 0o644))
+		}
 		procs = append(procs, filepath.Join(dir, "cgroup.procs"))
 	}
 	return procs
@@ -114,9 +139,9 @@ func (n *e2eNode) kubernetesCgroup() []string {
 }
 
 // removeCgroupTree kills what is left in a test's cgroups and removes them.
-func removeCgroupTree(parent string) {
-	for _, c := range e2eControllers {
-		top := filepath.Join("/sys/fs/cgroup", c, parent)
+func removeCgroupTree(hier []string, parent string) {
+	for _, h := range hier {
+		top := filepath.Join(h, parent)
 		var dirs []string
 		_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -210,8 +235,8 @@ func (j *runnerJob) wait(t *testing.T) {
 	t.Helper()
 	select {
 	case <-j.done:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("job %d: ansible-runner still running after 90s\n%s", j.id, j.out.String())
+	case <-time.After(scaled(t, 90*time.Second)):
+		t.Fatalf("job %d: ansible-runner still running after %v\n%s", j.id, scaled(t, 90*time.Second), j.out.String())
 	}
 	if j.err != nil {
 		t.Fatalf("job %d: ansible-runner: %v\n%s", j.id, j.err, j.out.String())
@@ -232,7 +257,7 @@ func (n *e2eNode) startAgent(server string, extra ...string) *agentProc {
 	t.Helper()
 	args := []string{"agent", "--server", server, "--awx-url", n.awx.URL, "--awx-token-file", n.tokenFile,
 		"--cgroup-root", "/sys/fs/cgroup", "--proc-root", "/proc", "--spool-dir", n.spool,
-		"--poll-interval", "100ms", "--awx-poll-interval", "250ms", "--awx-page-size", "5",
+		"--poll-interval", scaled(t, 100*time.Millisecond).String(), "--awx-poll-interval", "250ms", "--awx-page-size", "5",
 		"--drain-timeout", "40s", "--log-level", "debug",
 		"--scope", "podman:" + n.parent + `:^libpod-([0-9a-f]{64})\.scope$`,
 		"--scope", "kubernetes:" + n.parent + `:^cri-containerd-([0-9a-f]{64})\.scope$`}
@@ -254,6 +279,7 @@ func (n *e2eNode) startAgent(server string, extra ...string) *agentProc {
 // waitLog waits until the agent's log matches re.
 func (a *agentProc) waitLog(t *testing.T, re *regexp.Regexp, within time.Duration) {
 	t.Helper()
+	within = scaled(t, within)
 	deadline := time.Now().Add(within)
 	for !re.MatchString(a.log.String()) {
 		if time.Now().After(deadline) {
@@ -273,8 +299,8 @@ func (a *agentProc) stop(t *testing.T) {
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-a.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("agent did not stop within 30s of SIGTERM:\n%s", a.log.String())
+	case <-time.After(scaled(t, 30*time.Second)):
+		t.Fatalf("agent did not stop within %v of SIGTERM:\n%s", scaled(t, 30*time.Second), a.log.String())
 	}
 }
 
@@ -469,11 +495,11 @@ func TestAgentFindsAWXJobs(t *testing.T) {
 	// One job after the other: three jobs burning two CPUs each at once
 	// on a loaded 2-core host would blur the CPU peaks.
 	base := jobIDBase()
-	tree := n.startJob(base+3, agentPlaybook(""), nil)
+	tree := n.startJob(base+3, agentPlaybook(t, ""), nil)
 	tree.wait(t)
-	podman := n.startJob(base+1, agentPlaybook(""), n.podmanCgroup())
+	podman := n.startJob(base+1, agentPlaybook(t, ""), n.podmanCgroup())
 	podman.wait(t)
-	k8s := n.startJob(base+2, agentPlaybook(""), n.kubernetesCgroup())
+	k8s := n.startJob(base+2, agentPlaybook(t, ""), n.kubernetesCgroup())
 	k8s.wait(t)
 	for _, j := range []*runnerJob{podman, k8s, tree} {
 		a.waitLog(t, jobDoneRE(j.id), 45*time.Second)
@@ -513,7 +539,7 @@ func TestAgentRestartMidJob(t *testing.T) {
 	n := newE2ENode(t)
 	s := serve(t, "--data", t.TempDir())
 	a := n.startAgent(s.URL)
-	j := n.startJob(jobIDBase(), agentPlaybook("3"), n.podmanCgroup())
+	j := n.startJob(jobIDBase(), agentPlaybook(t, "3"), n.podmanCgroup())
 	a.waitLog(t, regexp.MustCompile(fmt.Sprintf(`msg="sampling job".* job=%d\b`, j.id)), 30*time.Second)
 	time.Sleep(time.Second)
 	must(t, a.cmd.Process.Kill())
@@ -533,7 +559,7 @@ func TestAgentAWXOutage(t *testing.T) {
 	s := serve(t, "--data", t.TempDir())
 	n.awx.FailRequests(awxtest.Fault{Status: 503}, 1, 2, 3, 4)
 	a := n.startAgent(s.URL)
-	j := n.startJob(jobIDBase(), agentPlaybook(""), n.podmanCgroup())
+	j := n.startJob(jobIDBase(), agentPlaybook(t, ""), n.podmanCgroup())
 	j.wait(t)
 	a.waitLog(t, jobDoneRE(j.id), 60*time.Second)
 	checkJob(t, s, j, "cgroup")
@@ -562,7 +588,7 @@ func TestAgentServerOutage(t *testing.T) {
 	// The job has a cgroup of its own; with process trees off, no other
 	// process on the host that carries a JOB_ID adds to what is spooled.
 	a := n.startAgent(url, "--process-tree=false")
-	j := n.startJob(jobIDBase(), agentPlaybook(""), n.podmanCgroup())
+	j := n.startJob(jobIDBase(), agentPlaybook(t, ""), n.podmanCgroup())
 	j.wait(t)
 	a.waitLog(t, jobDoneRE(j.id), 45*time.Second)
 	a.stop(t)
@@ -573,7 +599,7 @@ func TestAgentServerOutage(t *testing.T) {
 	a2 := n.startAgent(s.URL, "--process-tree=false")
 	a2.waitLog(t, regexp.MustCompile(`resending spooled batches`), 10*time.Second)
 	// A spooled batch leaves the spool once the server took it.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(scaled(t, 20*time.Second))
 	for {
 		left, _ := filepath.Glob(filepath.Join(n.spool, "*.json.gz"))
 		if len(left) == 0 {

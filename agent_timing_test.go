@@ -85,7 +85,8 @@ func runIdleAgent(b *testing.B, jobs int, d time.Duration) (time.Duration, int64
 	sleeper := idleSleeper(b, dir)
 
 	parent := fmt.Sprintf("peakline-agent-bench-%d-%d", os.Getpid(), benchSeq.Add(1))
-	defer removeCgroupTree(parent)
+	hier := e2eHierarchies()
+	defer removeCgroupTree(hier, parent)
 	var procs []*exec.Cmd
 	defer func() {
 		for _, p := range procs {
@@ -97,13 +98,7 @@ func runIdleAgent(b *testing.B, jobs int, d time.Duration) (time.Duration, int64
 		id := int64(500_000 + i)
 		fake.AddJob(awxtest.Job{ID: id, Name: "idle", Status: "running", TemplateID: 1, TemplateName: "idle"}, "")
 		rel := "machine.slice/libpod-" + randomHex(32) + ".scope/container"
-		var files []string
-		for _, c := range e2eControllers {
-			d := filepath.Join("/sys/fs/cgroup", c, parent, rel)
-			must2(b, os.MkdirAll(d, 0o755))
-			files = append(files, filepath.Join(d, "cgroup.procs"))
-		}
-		cmd := idleCommand(sleeper, id, 3600, files)
+		cmd := idleCommand(sleeper, id, 3600, makeJobCgroup(b, hier, parent, rel))
 		must2(b, cmd.Start())
 		procs = append(procs, cmd)
 	}

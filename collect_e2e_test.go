@@ -50,13 +50,16 @@ func needTool(t *testing.T, name, pkg string) string {
 	return p
 }
 
-const collectPlaybook = `- name: collector end-to-end
+// collectPlaybook burns two CPUs for burn seconds, allocates 300 MiB and
+// forks 25 processes.
+func collectPlaybook(burn string) string {
+	return `- name: collector end-to-end
   hosts: localhost
   connection: local
   gather_facts: false
   tasks:
     - name: burn some cpu
-      ansible.builtin.shell: "timeout 2 sh -c 'while :; do :; done' & timeout 2 sh -c 'while :; do :; done'; wait; true"
+      ansible.builtin.shell: "timeout ` + burn + ` sh -c 'while :; do :; done' & timeout ` + burn + ` sh -c 'while :; do :; done'; wait; true"
       changed_when: true
       notify: say goodbye
     - name: allocate memory
@@ -67,6 +70,7 @@ const collectPlaybook = `- name: collector end-to-end
     - name: say goodbye
       ansible.builtin.command: sleep 0.5
 `
+}
 
 // The allocation task ends at its peak: python writes 300 MiB and exits at
 // once, and the next task starts. With memory polled every 3s, the
@@ -76,7 +80,9 @@ const collectPlaybook = `- name: collector end-to-end
 //
 // The burn task keeps two CPUs busy: every task also spends about one
 // CPU for a moment starting Ansible's module, so a burn of one CPU would
-// not stand out reliably.
+// not stand out reliably. Under emulation (PEAKLINE_TEST_TIME_SCALE) that
+// moment lasts several seconds, so the burn and the poll interval are
+// scaled with it.
 //
 // TestCollectAnsibleRunner runs a real playbook under peakline collect
 // against a real peakline serve and checks, through the graph API, that
@@ -94,12 +100,12 @@ func TestCollectAnsibleRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(collectPlaybook), 0o644))
+	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(collectPlaybook(burnSeconds(t))), 0o644))
 	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
 
 	// Memory is polled less often than the allocation task lasts: only
 	// the task boundary puts its peak on it.
-	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", "100ms", "--memory-poll-interval", "3s",
+	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", scaled(t, 100*time.Millisecond).String(), "--memory-poll-interval", scaled(t, 3*time.Second).String(),
 		"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", "e2e")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -7,8 +7,9 @@ import (
 )
 
 // DetectAt reads the hierarchies from a directory, not from the mount
-// table: a v1 tree (memory, pids, cpuacct) and a v2 one, each with a
-// cgroup that Open finds by its cgroup path.
+// table: a v1 tree (memory, pids, cpuacct) laid out here and a v2 one
+// recorded on a real kernel, each with a cgroup that Open finds by its
+// cgroup path.
 func TestDetectAt(t *testing.T) {
 	mk := func(t *testing.T, dirs ...string) string {
 		t.Helper()
@@ -38,9 +39,11 @@ func TestDetectAt(t *testing.T) {
 		}
 	})
 	t.Run("v2", func(t *testing.T) {
-		job := "kubepods.slice/kubepods-pod1.slice/cri-containerd-1.scope"
-		root := mk(t, ".", job)
-		must(t, os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644))
+		// The tree recorded on a real v2 kernel (make record-v2).
+		root, err := filepath.Abs("../discover/testdata/v2-real/cgroup")
+		must(t, err)
+		job := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7d1c9a3e_5b2f_4e6a_9c8d_1f2e3a4b5c6d.slice/" +
+			"cri-containerd-a4e37b742dfe146af4f403403755c01f9a4deffb1e7e28b80123b74756362e56.scope"
 		l, err := DetectAt(root, "/proc")
 		must(t, err)
 		if m, err := l.Mode(); m != ModeV2 || err != nil {
@@ -50,6 +53,9 @@ func TestDetectAt(t *testing.T) {
 		must(t, err)
 		if got := cg.Dirs(); len(got) != 1 || got[0] != filepath.Join(root, job) {
 			t.Fatalf("dirs %v", got)
+		}
+		if _, err := l.Open("/kubepods.slice/kubepods-burstable.slice/cri-containerd-0.scope"); err == nil {
+			t.Fatal("opened a cgroup that does not exist")
 		}
 	})
 	if _, err := DetectAt(t.TempDir(), "/proc"); err == nil {

@@ -44,6 +44,23 @@ func unavailable(t *testing.T, format string, args ...any) {
 	t.Fatalf(format+" (pass -short to skip)", args...)
 }
 
+// scaled stretches a real-host test's deadline d by
+// PEAKLINE_TEST_TIME_SCALE (a number of at least 1; 1 when unset): under
+// emulation (make test-v2 boots a cgroup v2 kernel in qemu without KVM)
+// the same work takes 2 to 20 times as long as on the host.
+func scaled(t *testing.T, d time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv("PEAKLINE_TEST_TIME_SCALE")
+	if s == "" {
+		return d
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 1 {
+		t.Fatalf("PEAKLINE_TEST_TIME_SCALE=%q: want a number of at least 1", s)
+	}
+	return time.Duration(float64(d) * f)
+}
+
 // hex64 is a made-up container id unique to this test process and label.
 func hex64(label string) string {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", label, os.Getpid())))
@@ -118,7 +135,8 @@ func mkCgroups(t *testing.T, hierarchies []string, top string, rels ...string) {
 
 // startJob starts program with args and JOB_ID=jobID in its own process
 // group. stdin, if set, is a pipe the test writes to. The group is killed
-// after 9 s at the latest, so that a stuck test ends, and at cleanup.
+// after 9 s (scaled) at the latest, so that a stuck test ends, and at
+// cleanup.
 func startJob(t *testing.T, jobID int64, withStdin bool, program string, args ...string) (*exec.Cmd, *bufio.Reader, *os.File) {
 	t.Helper()
 	cmd := exec.Command(program, args...)
@@ -142,7 +160,7 @@ func startJob(t *testing.T, jobID int64, withStdin bool, program string, args ..
 		t.Fatal(err)
 	}
 	pgid := cmd.Process.Pid
-	stop := time.AfterFunc(9*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	stop := time.AfterFunc(scaled(t, 9*time.Second), func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	t.Cleanup(func() {
 		stop.Stop()
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
@@ -163,7 +181,7 @@ func moveTo(t *testing.T, pid int, dirs ...string) {
 // waitComm waits until pid's comm is want (an exec happened).
 func waitComm(t *testing.T, pid int, want string) {
 	t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(scaled(t, 8*time.Second))
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if strings.TrimSpace(string(b)) == want {
@@ -472,7 +490,7 @@ wait`
 	// The job ends: nothing lives, the CPU counter stays.
 	_ = syscall.Kill(-root.Process.Pid, syscall.SIGKILL)
 	_ = root.Wait()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(scaled(t, 5*time.Second))
 	for {
 		p, err := tr.Populated()
 		if err != nil {
@@ -515,7 +533,7 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !slices.Equal(tr.Procs(), []int{pid}); {
+	for deadline := time.Now().Add(scaled(t, 5*time.Second)); !slices.Equal(tr.Procs(), []int{pid}); {
 		if time.Now().After(deadline) {
 			t.Fatalf("members %v; want the root %d alone", tr.Procs(), pid)
 		}
@@ -567,5 +585,17 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 	}
 	if got, want := cpu1-cpu0, root1-root0; got != want || want < 50*time.Millisecond {
 		t.Fatalf("the Tree counted %v while the root's own and reaped time grew by %v (want equal, at least 50ms)", got, want)
+	}
+}
+
+// TestScaled checks the deadline scale: unset it is 1, set it multiplies.
+func TestScaled(t *testing.T) {
+	t.Setenv("PEAKLINE_TEST_TIME_SCALE", "")
+	if got := scaled(t, 8*time.Second); got != 8*time.Second {
+		t.Fatalf("unset: scaled(8s) = %v; want 8s", got)
+	}
+	t.Setenv("PEAKLINE_TEST_TIME_SCALE", "2.5")
+	if got := scaled(t, 8*time.Second); got != 20*time.Second {
+		t.Fatalf("2.5: scaled(8s) = %v; want 20s", got)
 	}
 }

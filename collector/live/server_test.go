@@ -3,11 +3,14 @@ package live
 import (
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"github.com/peakline/peakline/collector/ship/shiptest"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -173,10 +176,26 @@ func (s *ingestServer) answered(state string) int {
 	return s.posts[state]
 }
 
-// waitFor polls cond until it holds, failing after 30s.
+// scaled stretches a test's deadline d by PEAKLINE_TEST_TIME_SCALE (a
+// number of at least 1; 1 when unset): under emulation (make test-v2 boots
+// a cgroup v2 kernel in qemu without KVM) the same work takes 2 to 20 times
+// as long as on the host. A bad value panics: every test would be wrong.
+func scaled(d time.Duration) time.Duration {
+	s := os.Getenv("PEAKLINE_TEST_TIME_SCALE")
+	if s == "" {
+		return d
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 1 {
+		panic(fmt.Sprintf("PEAKLINE_TEST_TIME_SCALE=%q: want a number of at least 1", s))
+	}
+	return time.Duration(float64(d) * f)
+}
+
+// waitFor polls cond until it holds, failing after 30s (scaled).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(scaled(30 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -189,16 +208,17 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// testTuning is production tuning with short waits.
+// testTuning is production tuning with short waits (the deadlines among
+// them scaled).
 func testTuning() liveTuning {
 	tune := defaultLiveTuning()
 	tune.settle = 500 * time.Millisecond
 	tune.flushEvery = 50 * time.Millisecond
-	tune.flushTimeout = 5 * time.Second
+	tune.flushTimeout = scaled(5 * time.Second)
 	tune.eventsEvery = 20 * time.Millisecond
 	tune.minBackoff = 5 * time.Millisecond
 	tune.maxBackoff = 40 * time.Millisecond
-	tune.identWait = 5 * time.Second
-	tune.client = &http.Client{Timeout: 5 * time.Second}
+	tune.identWait = scaled(5 * time.Second)
+	tune.client = &http.Client{Timeout: scaled(5 * time.Second)}
 	return tune
 }
