@@ -40,8 +40,9 @@ const engineUnavailableRetryAfter = "5"
 const lowDiskRetryAfter = "10"
 
 // logUnsoundRetryAfter is the Retry-After (seconds) of a write refused
-// after a failed write-ahead log write: writes resume once serve has
-// restarted and repaired the log.
+// after a failed write-ahead log write, and of a read refused while the
+// store reopens: writes resume once the store has reopened itself and
+// repaired the log, which it does at a write once there is room.
 const logUnsoundRetryAfter = "30"
 
 // errorBody is the JSON error envelope of the Peakline API.
@@ -71,8 +72,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, tsdb.ErrInsufficientStorage):
 		return http.StatusInsufficientStorage // with Retry-After: writes resume once space is freed
-	case errors.Is(err, tsdb.ErrLogUnsound):
-		return http.StatusServiceUnavailable // with Retry-After: writes resume after a restart
+	case errors.Is(err, tsdb.ErrLogUnsound), errors.Is(err, tsdb.ErrReopening):
+		return http.StatusServiceUnavailable // with Retry-After: writes resume once the store has reopened itself
 	case errors.Is(err, tsdb.ErrDeletePending):
 		return http.StatusServiceUnavailable // with Retry-After, see handleError
 	case errors.Is(err, tsdb.ErrEngineUnavailable), errors.Is(err, tsdb.ErrRemoteBudget):
@@ -112,7 +113,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if errors.Is(err, tsdb.ErrInsufficientStorage) {
 		c.Response().Header().Set("Retry-After", lowDiskRetryAfter)
 	}
-	if errors.Is(err, tsdb.ErrLogUnsound) {
+	if errors.Is(err, tsdb.ErrLogUnsound) || errors.Is(err, tsdb.ErrReopening) {
 		c.Response().Header().Set("Retry-After", logUnsoundRetryAfter)
 	}
 	msg := err.Error()

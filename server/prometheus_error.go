@@ -51,7 +51,7 @@ func promErr(err error) error {
 	switch {
 	case errors.As(err, &pe):
 		return pe
-	case errors.Is(err, tsdb.ErrEngineUnavailable), errors.Is(err, tsdb.ErrRemoteBudget):
+	case errors.Is(err, tsdb.ErrEngineUnavailable), errors.Is(err, tsdb.ErrRemoteBudget), errors.Is(err, tsdb.ErrReopening):
 		// As Prometheus answers a query its storage cannot serve now;
 		// writePromError adds Retry-After.
 		return &promError{typ: errUnavailable, code: http.StatusServiceUnavailable, err: err}

@@ -260,7 +260,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // healthz answers {"status":"ok"}, or {"status":"degraded", ...} with
 // the reasons: "quarantined":[...] while damaged blocks sit in
 // DATA/quarantine, "writes":{...} while the store refuses writes (its
-// disk below --min-free-disk, or a failed write-ahead log write). Both
+// disk below --min-free-disk, or a failed write-ahead log write; both
+// end by themselves once space is freed, the second by the store
+// reopening itself at a write). Both
 // are HTTP 200: a degraded store still serves every other job and every
 // read, and a liveness probe that failed would restart it into the same
 // state (and take the healthy jobs down with it); the damage needs a

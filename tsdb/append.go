@@ -422,6 +422,9 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	}
 	s.compactMu.RLock()
 	defer s.compactMu.RUnlock()
+	if s.remote == nil && s.db == nil { // a reopen failed (relog.go)
+		return WriteResult{}, fmt.Errorf("%w: the store is not reopened yet", ErrLogUnsound)
+	}
 	unlock, err := s.lockLive(ctx, jobs) // waits out a pending delete (delete.go)
 	if err != nil {
 		return WriteResult{}, err
@@ -468,7 +471,7 @@ func (s *Store) writeRows(ctx context.Context, rows []row) (WriteResult, error) 
 	var res WriteResult
 	// Samples below the cut go to blocks of their own (backfill.go), the
 	// rest to the head.
-	cutMs := s.headCut()
+	cutMs := s.headCut(s.db)
 	var blocks backfillRows
 	app := s.appender(ctx) // the TSDB's, or a remote write request (remote.go)
 	fail := func(err error) (WriteResult, error) {

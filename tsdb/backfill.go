@@ -72,8 +72,8 @@ func outOfOrderWindow(skew time.Duration) int64 {
 // backfillCut is the time below which a write's samples go to blocks:
 // the two-hour boundary at or below headWindow before the newer of the
 // head's newest sample and nowMs.
-func (s *Store) backfillCut(nowMs int64) int64 {
-	top := max(s.db.Head().MaxTime(), nowMs) - int64(headWindow/time.Millisecond)
+func backfillCut(db *ptsdb.DB, nowMs int64) int64 {
+	top := max(db.Head().MaxTime(), nowMs) - int64(headWindow/time.Millisecond)
 	return alignDown(top, blockRangeMs)
 }
 
@@ -84,13 +84,13 @@ func alignDown(t, step int64) int64 {
 	return t / step * step
 }
 
-// headCut is backfillCut for a write starting now; a remote store takes
-// every sample through its engine.
-func (s *Store) headCut() int64 {
-	if s.db == nil {
+// headCut is backfillCut of db for a write starting now; a remote store
+// (db nil) takes every sample through its engine.
+func (s *Store) headCut(db *ptsdb.DB) int64 {
+	if db == nil {
 		return math.MinInt64
 	}
-	return s.backfillCut(s.now().UnixMilli())
+	return backfillCut(db, s.now().UnixMilli())
 }
 
 // backfillRows gathers the block part of a write's rows, in rows order:

@@ -209,3 +209,27 @@ func (c *cache) putInfo(id string, info JobInfo, tok uint64) {
 	c.infos[id] = info
 	c.stamp(id)
 }
+
+// clear forgets every entry; fills started before it are not cached.
+func (c *cache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	clear(c.dropped)
+	c.floor = c.epoch
+	for id := range c.born {
+		c.forget(id)
+	}
+	for id := range c.summaries {
+		c.forget(id)
+	}
+	for id := range c.spans {
+		c.forget(id)
+	}
+	for id := range c.infos {
+		c.forget(id)
+	}
+	for id := range c.jobs {
+		c.forget(id)
+	}
+}

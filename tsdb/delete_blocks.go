@@ -33,6 +33,13 @@ func (s *Store) removeJobs(ctx context.Context, ids []string) (passStats, error)
 		quoted[i] = regexp.QuoteMeta(id)
 	}
 	match := labels.MustNewMatcher(labels.MatchRegexp, LabelJob, strings.Join(quoted, "|"))
+	// The pass holds off a reopen (relog.go); one waiting makes the
+	// pass's next querier fail, and the pass is retried.
+	_, release, err := s.acquireDB()
+	if err != nil {
+		return st, err
+	}
+	defer release()
 	s.db.DisableCompactions()
 	defer s.db.EnableCompactions()
 	if err := s.evictSeries(ctx, match); err != nil {

@@ -8,8 +8,10 @@ package tsdb
 // another process filling the disk faster than the rule looks) leaves
 // a torn record at the log's tail: from then on the store refuses every
 // write with ErrLogUnsound until it is reopened, whose repair cuts the
-// torn tail in place (repair.go). Nothing acknowledged after the failure
-// can then sit behind the torn record, where the repair would drop it.
+// torn tail in place (repair.go). The store reopens itself once there is
+// room again (relog.go), or serve is restarted. Nothing acknowledged
+// after the failure can then sit behind the torn record, where the
+// repair would drop it.
 //
 // Why a reopen and not a fresh segment: the head of a failed commit has
 // already created its new series in memory, and Prometheus logs them
@@ -73,8 +75,8 @@ var (
 	ErrInsufficientStorage = errors.New("insufficient free disk space")
 	// ErrLogUnsound is a write refused because an earlier write failed in
 	// the write-ahead log: nothing more is acknowledged until the store
-	// is reopened and its log repaired (a server answers 503 with
-	// Retry-After).
+	// is reopened and its log repaired, which it does by itself once there
+	// is room (relog.go; a server answers 503 with Retry-After).
 	ErrLogUnsound = errors.New("write-ahead log write failed")
 )
 
@@ -151,6 +153,20 @@ func (g *diskGuard) look() {
 	if at-g.checkedAt.Load() < int64(diskCheckInterval) && g.free.Load() >= 0 && g.written.Load() == 0 {
 		return // looked while this caller waited
 	}
+	g.statfs(at)
+}
+
+// lookNow asks the file system for its free space, however recent the
+// last look, and returns it.
+func (g *diskGuard) lookNow() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.statfs(g.now().UnixNano())
+	return g.free.Load()
+}
+
+// statfs reads the free space as of at (unix ns); g.mu is held.
+func (g *diskGuard) statfs(at int64) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(g.dir, &st); err != nil {
 		err = fmt.Errorf("statfs %s: %w", g.dir, err)
@@ -173,7 +189,7 @@ func (g *diskGuard) look() {
 func (g *diskGuard) admit(bytes, reserve int64) error {
 	if p := g.logErr.Load(); p != nil {
 		g.refused.WithLabelValues(refusedLog).Inc()
-		return fmt.Errorf("%w (%v): writes are refused until serve restarts and repairs the log", ErrLogUnsound, *p)
+		return fmt.Errorf("%w (%v): writes are refused until the store reopens and repairs the log, which it does by itself once %s are free", ErrLogUnsound, *p, fmtBytes(g.reopenFree()))
 	}
 	if g.minFree <= 0 {
 		return nil
@@ -220,13 +236,17 @@ func (g *diskGuard) failed(err error) {
 	g.logErr.CompareAndSwap(nil, &err)
 }
 
+// reopenFree is the free space a reopen after a failed log write needs
+// (relog.go): room for the replay, and above the threshold.
+func (g *diskGuard) reopenFree() int64 { return max(g.minFree, minStartFree) }
+
 // status is what the guard says of writes now.
 func (g *diskGuard) status() WriteStatus {
 	st := WriteStatus{FreeBytes: g.reading(), MinFreeBytes: max(g.minFree, 0)}
 	switch p := g.logErr.Load(); {
 	case p != nil:
 		st.Refusing = true
-		st.Reason = fmt.Sprintf("a write-ahead log write failed (%v): writes are refused until serve restarts, which repairs the log", *p)
+		st.Reason = fmt.Sprintf("a write-ahead log write failed (%v): writes are refused until the store reopens and repairs the log, which it does by itself at a write once %s are free", *p, fmtBytes(g.reopenFree()))
 	case g.minFree > 0 && st.FreeBytes-g.refusedBytes.Load() < g.minFree:
 		st.Refusing = true
 		st.Reason = g.lowSpace(st.FreeBytes, g.refusedBytes.Load(), 0).Error()
@@ -252,8 +272,18 @@ func (s *Store) admitDisk(rows []row) error {
 	if s.disk == nil {
 		return nil
 	}
+	s.maybeReopen() // relog.go
+	if s.disk.logErr.Load() != nil {
+		return s.disk.admit(walBytes(rows), 0) // refused
+	}
+	db, release, err := s.acquireDB()
+	if err != nil { // a reopen is under way
+		return fmt.Errorf("%w: %w", ErrLogUnsound, err)
+	}
+	cutMs := s.headCut(db)
+	release()
 	var reserve int64
-	if hasBelow(rows, s.headCut()) {
+	if hasBelow(rows, cutMs) {
 		reserve = blockChunkSegmentSize
 	}
 	return s.disk.admit(walBytes(rows), reserve)
@@ -295,7 +325,7 @@ func (s *Store) rollback(app rowAppender) {
 		return
 	}
 	s.disk.failed(err)
-	s.logger.Error("write-ahead log write failed in a rollback: writes are refused until restart", "err", err)
+	s.logger.Error("write-ahead log write failed in a rollback: writes are refused until the store reopens", "err", err)
 }
 
 // walBytes estimates what rows add to the write-ahead log: a series
@@ -317,7 +347,7 @@ func (s *Store) commit(app rowAppender) error {
 	}
 	if err != nil {
 		s.disk.failed(err)
-		s.logger.Error("write-ahead log write failed: writes are refused until restart", "err", err)
+		s.logger.Error("write-ahead log write failed: writes are refused until the store reopens", "err", err)
 		return fmt.Errorf("%w: %w", ErrLogUnsound, err)
 	}
 	if p := s.disk.logErr.Load(); p != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -158,10 +159,12 @@ func (w *diskWriter) untilRefused(s *Store) error {
 
 // With the admission rule off, a write fails in the write-ahead log
 // itself (no space left), which may leave a torn record. Every later
-// write is refused, also once space is freed, until the store is
-// reopened; the reopen repairs the log on a full disk, and every write
-// acknowledged before the failure and after the reopen is there. The
-// free space left varies where in a record the disk fills.
+// write is refused while the disk is full; once space is freed the next
+// write reopens the store, which repairs the log, and is taken. A copy
+// made before that (a crash) is repaired by its open, on a full disk,
+// and every write acknowledged before the failure and after the store
+// reopened is there after a restart. The free space left varies where
+// in a record the disk fills.
 func TestWALWriteFailureLosesNoAck(t *testing.T) {
 	// Within the head's window of the clock (testNow), so that every
 	// sample goes to the write-ahead log, not to a backfill block
@@ -219,17 +222,20 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 		t.Fatalf("write %d: %v, want %v for no space left", w.next-1, failed, ErrLogUnsound)
 	}
 	before := len(w.acked)
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(time.Minute)
-	for range 20 {
+	ackedBefore := maps.Clone(w.acked)
+	// While the disk is full, writes are refused and the store does not
+	// reopen: the attempts fail for space.
+	for range 3 {
+		clock.Advance(time.Minute)
 		if err := w.write(s); !errors.Is(err, ErrLogUnsound) {
-			t.Fatalf("write %d after the failure, space freed: %v, want %v", w.next-1, err, ErrLogUnsound)
+			t.Fatalf("write %d after the failure, disk full: %v, want %v", w.next-1, err, ErrLogUnsound)
 		}
 	}
-	if st := s.WriteStatus(); !st.Refusing || !strings.Contains(st.Reason, "restart") {
-		t.Fatalf("WriteStatus() = %+v, want refusing until restart", st)
+	if st := s.WriteStatus(); !st.Refusing || !strings.Contains(st.Reason, "reopens and repairs the log") {
+		t.Fatalf("WriteStatus() = %+v, want refusing until the store reopens", st)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
 	}
 	// A copy of the open store is what a kill -9 leaves: the torn record
 	// at the log's tail as the failed write left it.
@@ -239,6 +245,16 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	}
 	_, tornErr := scanLog(wlog.SegmentRange{Dir: filepath.Join(crashed, "wal"), First: -1, Last: -1})
 	repaired = tornErr != nil
+	// With space freed the next write reopens the store and is taken.
+	clock.Advance(time.Minute)
+	for range 20 {
+		if err := w.write(s); err != nil {
+			t.Fatalf("write %d after the failure, space freed: %v, want it taken", w.next-1, err)
+		}
+	}
+	if st := s.WriteStatus(); st.Refusing {
+		t.Fatalf("WriteStatus() = %+v after the store reopened, want not refusing", st)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +272,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	// With a little more than that, the store opens and repairs its log.
 	filler = fillDisk(t, mnt, minStartFree+1<<20)
 	// (The refused opens above already cut the torn tail.)
-	c := checkAcked(t, crashed, opts, w.acked)
+	c := checkAcked(t, crashed, opts, ackedBefore)
 	if _, err := scanLog(wlog.SegmentRange{Dir: filepath.Join(crashed, "wal"), First: -1, Last: -1}); err != nil {
 		t.Fatalf("the log of the crashed store after its repair: %v", err)
 	}
@@ -285,7 +301,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	if d := s.Damage(); len(d.Logs) != 0 {
 		t.Fatalf("the repaired log is corrupt again: %+v", d.Logs)
 	}
-	t.Logf("%d writes acknowledged before the failure, %d after the reopen, all there (torn log repaired: %v)", before, len(w.acked)-before, repaired)
+	t.Logf("%d writes acknowledged before the failure, %d after the store reopened itself and the restart, all there (torn log repaired: %v)", before, len(w.acked)-before, repaired)
 	return repaired
 }
 
@@ -385,7 +401,8 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label string) float64
 }
 
 // A failed write of the out-of-order log is only logged by the TSDB; the
-// record makes the log unsound as a failed commit does.
+// record makes the log unsound as a failed commit does, until the next
+// write reopens the store.
 func TestOutOfOrderLogFailureRefusesWrites(t *testing.T) {
 	clock := &fakeClock{now: testNow}
 	s := openAt(t, t.TempDir(), Options{Now: clock.Now})
@@ -399,11 +416,24 @@ func TestOutOfOrderLogFailureRefusesWrites(t *testing.T) {
 	if err := h.WithAttrs([]slog.Attr{slog.String("component", "tsdb")}).Handle(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	err := w.write(s)
+	err := s.disk.admit(walBytes([]row{{}}), 0)
 	if !errors.Is(err, ErrLogUnsound) || !strings.Contains(err.Error(), "no space left on device") {
-		t.Fatalf("write after a failed out-of-order log write: %v, want %v", err, ErrLogUnsound)
+		t.Fatalf("admission after a failed out-of-order log write: %v, want %v", err, ErrLogUnsound)
 	}
 	if st := s.WriteStatus(); !st.Refusing || !strings.Contains(st.Reason, "out-of-order log") {
 		t.Fatalf("WriteStatus() = %+v", st)
+	}
+	// The disk has room: the next write reopens the store (relog.go)
+	// and is taken.
+	if err := w.write(s); err != nil {
+		t.Fatalf("write after the failure, with room to reopen: %v", err)
+	}
+	if st := s.WriteStatus(); st.Refusing {
+		t.Fatalf("WriteStatus() = %+v after the reopen", st)
+	}
+	for job, want := range w.acked {
+		if got := rawStoreSamples(t, s, job); got != want {
+			t.Fatalf("job %s: %d samples and task records after the reopen, %d acknowledged", job, got, want)
+		}
 	}
 }

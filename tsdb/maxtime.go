@@ -78,6 +78,14 @@ func (n *newestTimes) drop(jobID string) {
 	delete(n.jobs, jobID)
 }
 
+// reset forgets every job; each is loaded again at its next write.
+// Writes are held off (compactMu) while it runs.
+func (n *newestTimes) reset() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.jobs)
+}
+
 // mayHold reports whether a sample of the series with label hash h at or
 // after loMs may be stored already. It is true until the job is loaded.
 func (jt *jobTimes) mayHold(h uint64, loMs int64) bool {

@@ -109,9 +109,7 @@ func (s *Store) Spans(ctx context.Context) ([]Span, error) {
 // readSpans reads the spans of the jobs of the series m selects from
 // their chunk bounds. The ids are copied: they outlive the querier.
 func (s *Store) readSpans(ctx context.Context, m *labels.Matcher) (map[string]Span, error) {
-	s.queryMu.RLock() // see Store.querier
-	q, err := s.db.ChunkQuerier(minTime, maxTime)
-	s.queryMu.RUnlock()
+	q, err := s.chunkQuerier(minTime, maxTime)
 	if err != nil {
 		return nil, fmt.Errorf("open chunk querier: %w", err)
 	}

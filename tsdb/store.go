@@ -80,7 +80,11 @@ const DefaultCacheSamples = 20_000_000
 // Store is a job store over one TSDB directory (Open) or a remote engine
 // (OpenRemote).
 type Store struct {
-	db     *ptsdb.DB      // nil for a remote store
+	// db is the TSDB, nil for a remote store (and while a reopen that
+	// failed is retried); read under compactMu or dbMu, replaced by a
+	// reopen under both (relog.go).
+	db     *ptsdb.DB
+	dbMu   sync.RWMutex
 	remote *remote.Client // nil for an embedded store (remote.go)
 	// spansFast is 0 while untried, k+1 when the remote engine answers
 	// spanFuncs[k], -1 when it answers none (remote.go).
@@ -118,6 +122,16 @@ type Store struct {
 	damage Damage // found by checkDisk at Open (repair.go)
 
 	disk *diskGuard // free-space admission and log soundness; nil for a remote store
+
+	// What a reopen after a failed log write opens the TSDB with
+	// (relog.go); reopenMu serialises reopens with Close, which sets shut.
+	dbOpts     *ptsdb.Options
+	dbLogger   *slog.Logger
+	dbReg      *dbRegisterer // nil without a registry
+	stopCtx    context.Context
+	reopenMu   sync.Mutex
+	reopenedAt time.Time
+	shut       bool
 
 	// queryMu serialises opening queriers (read) with db.Delete (write):
 	// Prometheus's Block.Delete replaces a block's tombstones and meta
@@ -178,7 +192,14 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	closing := new(atomic.Bool)
 	blog := newBlockLog(logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "tsdb")}), now)
 	dbLogger := slog.New(closingHandler{Handler: blockLogHandler{Handler: logger.Handler(), log: blog}, closing: closing, disk: disk}).With("component", "tsdb")
-	db, err := ptsdb.Open(dir, dbLogger, reg, o, nil)
+	var dbReg *dbRegisterer
+	var preg prometheus.Registerer
+	if reg != nil {
+		dbReg = &dbRegisterer{reg: reg}
+		preg = dbReg
+	}
+	opened := *o
+	db, err := ptsdb.Open(dir, dbLogger, preg, o, nil)
 	if err != nil {
 		stopCompactions()
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
@@ -192,7 +213,8 @@ func Open(dir string, opts Options, logger *slog.Logger, reg prometheus.Register
 	s := &Store{db: db, logger: logger, closing: closing, compactor: comp, stopCompactions: stopCompactions, blockLog: blog,
 		cache: newCache(opts.CacheSamples), damage: damage, disk: disk,
 		now: now, maxFutureSkew: skew, retention: opts.Retention,
-		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{}), newest: newNewestTimes()}
+		deleteWait: opts.DeleteWait, deletes: dels, stop: make(chan struct{}), newest: newNewestTimes(),
+		dbOpts: &opened, dbLogger: dbLogger, dbReg: dbReg, stopCtx: stopCtx}
 	s.cache.ttl, s.cache.now = opts.CacheTTL, s.now
 	if err := s.recheckRemoved(context.Background()); err != nil {
 		stopCompactions()
@@ -233,13 +255,19 @@ func (s *Store) Close() error {
 		<-s.deletes.done
 		return nil
 	}
+	s.reopenMu.Lock() // a reopen under way ends first (relog.go)
+	s.shut = true
+	s.reopenMu.Unlock()
 	// A compaction in flight (Prometheus's own, or one of the delete
 	// pass) ends at its next series: the pass below stops at once.
 	s.closing.Store(true)
 	s.stopCompactions()
 	s.stopped.Wait()
 	<-s.deletes.done
-	err := s.db.Close()
+	var err error
+	if s.db != nil { // nil when the last reopen failed
+		err = s.db.Close()
+	}
 	s.blockLog.flush()
 	if err != nil {
 		return fmt.Errorf("close store: %w", err)
@@ -255,11 +283,14 @@ func (s *Store) Queryable() storage.Queryable { return hidingQueryable{s: s, d: 
 // Appendable exposes the raw appender of the TSDB. It skips admission,
 // the duplicate rule and the job cache: only for tests that build a store
 // of arbitrary series. Every write of a server goes through Append or
-// AppendSeries. A remote store has none (nil).
+// AppendSeries. A remote store has none (nil). It is the TSDB of the
+// moment: a reopen after a failed log write (relog.go) closes it.
 func (s *Store) Appendable() storage.Appendable {
-	if s.db == nil {
+	if s.remote != nil {
 		return nil
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	return s.db
 }
 
@@ -271,6 +302,9 @@ func (s *Store) Compact(ctx context.Context) error {
 	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
+	if s.db == nil {
+		return fmt.Errorf("compact: %w", ErrReopening)
+	}
 	h := s.db.Head()
 	if h.NumSeries() == 0 || h.MinTime() > h.MaxTime() {
 		return s.db.CompactOOOHead(ctx)
@@ -285,14 +319,24 @@ func (s *Store) Compact(ctx context.Context) error {
 }
 
 // querier opens a querier of the TSDB; every read of the store opens
-// its queriers here (see queryMu).
+// its queriers here (see queryMu). The querier holds off a reopen
+// (relog.go) until it is closed; during one it fails with ErrReopening.
 func (s *Store) querier(mint, maxt int64) (storage.Querier, error) {
 	if s.remote != nil {
 		return s.remote.Querier(s.remoteRange(mint, maxt))
 	}
+	db, release, err := s.acquireDB()
+	if err != nil {
+		return nil, err
+	}
 	s.queryMu.RLock()
 	defer s.queryMu.RUnlock()
-	return s.db.Querier(mint, maxt)
+	q, err := db.Querier(mint, maxt)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return heldQuerier{Querier: q, release: release}, nil
 }
 
 // chunkQuerier opens a chunk querier of the TSDB, as querier does; over
@@ -301,9 +345,18 @@ func (s *Store) chunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	if s.remote != nil {
 		return s.remote.ChunkQuerier(s.remoteRange(mint, maxt))
 	}
+	db, release, err := s.acquireDB()
+	if err != nil {
+		return nil, err
+	}
 	s.queryMu.RLock()
 	defer s.queryMu.RUnlock()
-	return s.db.ChunkQuerier(mint, maxt)
+	q, err := db.ChunkQuerier(mint, maxt)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return heldChunkQuerier{ChunkQuerier: q, release: release}, nil
 }
 
 // lockJob locks jobID exclusively: no write of the job runs until the
