@@ -233,7 +233,12 @@ func (s *Store) writeDayBlock(ctx context.Context, rows []bfRow, mint, maxt int6
 // take that range's end as its oldest time, so there the out-of-order
 // compaction reloads instead: with no in-order sample there is nothing
 // out of order either.
+//
+// The reload reads every block's meta, which the delete pass writes when
+// it compacts a block into nothing: both hold queryMu, the reload shared.
 func (s *Store) loadBlocks(ctx context.Context) error {
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
 	h := s.db.Head()
 	if h.MinTime() == math.MaxInt64 {
 		return s.db.CompactOOOHead(ctx)

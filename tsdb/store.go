@@ -305,6 +305,10 @@ func (s *Store) Compact(ctx context.Context) error {
 	if s.db == nil {
 		return fmt.Errorf("compact: %w", ErrReopening)
 	}
+	// The reloads below read every block's meta, which the delete pass
+	// writes under queryMu (delete_blocks.go).
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
 	h := s.db.Head()
 	if h.NumSeries() == 0 || h.MinTime() > h.MaxTime() {
 		return s.db.CompactOOOHead(ctx)
