@@ -7,11 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,49 +17,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/tsdb"
+	"github.com/peakline/peakline/tsdb/disktest"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new folder, unmounted
-// after every later cleanup; skipped only where mounting is not
-// permitted (CI runs as root).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to mount a %d-byte tmpfs (CI runs as root)", size)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("mount -t tmpfs -o size=%d: %v (not permitted here)", size, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file into dir that leaves about leave bytes free.
-func fillDisk(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for n := int64(st.Bavail)*st.Bsize - leave; n > 0; n -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(n, int64(len(buf)))]); err != nil {
-			t.Fatalf("write filler: %v", err)
-		}
-	}
-	return path
-}
 
 type manualClock struct {
 	mu  sync.Mutex
@@ -103,7 +60,7 @@ func diskJobJSON(i int, startMs int64) []byte {
 // reads go on, space freed, writes taken again by themselves, and after
 // a close and reopen every acknowledged sample is there.
 func TestDiskFullOverHTTP(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &manualClock{now: time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)}
 	opts := tsdb.Options{Now: clock.Now, MinFreeDisk: 8 << 20}
@@ -114,7 +71,7 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() }) // before the unmount
 	hs := serveStore(t, store, reg)
-	filler := fillDisk(t, mnt, 12<<20)
+	filler := disktest.Fill(t, mnt, 12<<20)
 	clock.Advance(time.Second)
 
 	// Within the head's window of the clock: the writes go to the
@@ -199,9 +156,7 @@ func TestDiskFullOverHTTP(t *testing.T) {
 		t.Fatalf("peakline_disk_refused_writes_total{reason=min_free_disk} = %v, want 2 (the JSON batch and the remote write)", got)
 	}
 
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	clock.Advance(time.Second)
 	for range 20 {
 		if code, _, msg := ingest(); code != http.StatusOK {
@@ -253,7 +208,7 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 		{"rule-off", -1, 4 << 20, "no space left on device"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mnt := mountTmpfs(t, 64<<20)
+			mnt := disktest.MountTmpfs(t, 64<<20)
 			dir := filepath.Join(mnt, "data")
 			clock := &manualClock{now: time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)}
 			opts := tsdb.Options{Now: clock.Now, MinFreeDisk: tc.minFree}
@@ -264,7 +219,7 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = store.Close() }) // before the unmount
 			hs := serveStore(t, store, reg)
-			filler := fillDisk(t, mnt, tc.leave)
+			filler := disktest.Fill(t, mnt, tc.leave)
 			clock.Advance(time.Second)
 			ingest := func(i int, startMs int64) (int, http.Header, string) {
 				resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs))))
@@ -292,9 +247,7 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 			if code := getJSON(t, hs.URL+"/healthz", &health); code != 200 || health.Status != "ok" {
 				t.Fatalf("/healthz while recent writes are taken: %d %+v, want ok", code, health)
 			}
-			if err := os.Remove(filler); err != nil {
-				t.Fatal(err)
-			}
+			disktest.Free(t, filler)
 			clock.Advance(time.Second)
 			if code, _, msg := ingest(0, old); code != http.StatusOK {
 				t.Fatalf("old job after space was freed: %d %s", code, msg)

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/peakline/peakline/tsdb/disktest"
 )
 
 // noBlockLeftovers requires dir to hold no throw-away head of a backfill
@@ -43,7 +45,7 @@ func noBlockLeftovers(t *testing.T, s *Store, dir string) {
 // Once space is freed the old samples are taken, and all survive a
 // reopen.
 func TestBackfillLowDiskRefused(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &fakeClock{now: testNow}
 	const minFree = 8 << 20
@@ -55,7 +57,7 @@ func TestBackfillLowDiskRefused(t *testing.T) {
 	}
 	defer s.Close()
 	// Room for head writes above the threshold, not for a chunk file.
-	filler := fillDisk(t, mnt, minFree+blockChunkSegmentSize-4<<20)
+	filler := disktest.Fill(t, mnt, minFree+blockChunkSegmentSize-4<<20)
 	clock.Advance(diskCheckInterval)
 	old := testNow.Add(-48 * time.Hour).UnixMilli()
 	acked := map[string]int{}
@@ -79,9 +81,7 @@ func TestBackfillLowDiskRefused(t *testing.T) {
 		t.Fatalf("head write next to the refused backfill: %+v, %v", res, err)
 	}
 	acked["disk-0001"] = res.Samples + res.Tasks
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	clock.Advance(diskCheckInterval)
 	res, err = s.Append(context.Background(), diskBatch(0, 4000, old))
 	if err != nil || res.Samples != 4000 || res.Tasks != 1 {
@@ -105,7 +105,7 @@ func TestBackfillLowDiskRefused(t *testing.T) {
 // writes to the head go on, old samples are taken once space is freed,
 // and everything acknowledged survives a reopen.
 func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &fakeClock{now: testNow}
 	opts := Options{Now: clock.Now, MinFreeDisk: -1}
@@ -119,7 +119,7 @@ func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
 	if err := w.write(s); err != nil {
 		t.Fatal(err)
 	}
-	filler := fillDisk(t, mnt, 4<<20)
+	filler := disktest.Fill(t, mnt, 4<<20)
 	old := testNow.Add(-48 * time.Hour).UnixMilli()
 	_, err = s.Append(context.Background(), diskBatch(0, 4000, old))
 	if !errors.Is(err, ErrInsufficientStorage) || !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrLogUnsound) {
@@ -146,9 +146,7 @@ func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
 			t.Fatalf("head write %d after the refused backfill: %v", w.next-1, err)
 		}
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	for i, b := range []*Batch{diskBatch(0, 4000, old), mixed} {
 		res, err := s.Append(context.Background(), b)
 		if err != nil || res.Samples != 4000+2*i || res.Tasks != 1 {
