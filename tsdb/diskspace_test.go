@@ -39,6 +39,31 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// tmpfsStore is where openOnTmpfs put a store: mnt is the tmpfs, dir the
+// store's folder in it, clock the store's clock and opts its options,
+// for reopening it.
+type tmpfsStore struct {
+	mnt, dir string
+	clock    *fakeClock
+	opts     Options
+}
+
+// openOnTmpfs opens a store in the folder data of a new 64 MiB tmpfs,
+// with MinFreeDisk minFree, a clock at testNow that the test moves, and
+// its metrics in reg (nil for none). The caller closes the store.
+func openOnTmpfs(t *testing.T, minFree int64, reg prometheus.Registerer) (*Store, tmpfsStore) {
+	t.Helper()
+	mnt := disktest.MountTmpfs(t, 64<<20)
+	dir := filepath.Join(mnt, "data")
+	clock := &fakeClock{now: testNow}
+	opts := Options{Now: clock.Now, MinFreeDisk: minFree}
+	s, err := Open(dir, opts, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tmpfsStore{mnt: mnt, dir: dir, clock: clock, opts: opts}
+}
+
 // diskBatch is job i of the disk tests: one task and one CPU series of
 // n samples of random values, so that its write-ahead log record spans
 // several 32 KiB pages.
@@ -161,16 +186,9 @@ func TestWALWriteFailureLosesNoAck(t *testing.T) {
 // walFailure runs the sequence with leave bytes left free and reports
 // whether the failed write left a torn record for the repair.
 func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bool) {
-	mnt := disktest.MountTmpfs(t, 64<<20)
-	dir := filepath.Join(mnt, "data")
-	clock := &fakeClock{now: testNow}
-	opts := Options{Now: clock.Now, MinFreeDisk: -1}
-	s, err := Open(dir, opts, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, env := openOnTmpfs(t, -1, nil)
 	defer s.Close()
-	filler := disktest.Fill(t, mnt, leave)
+	filler := disktest.Fill(t, env.mnt, leave)
 	w := &diskWriter{t: t, startMs: startMs, acked: map[string]int{}}
 	failed := w.untilRefused(s)
 	if !errors.Is(failed, ErrLogUnsound) || !errors.Is(failed, syscall.ENOSPC) {
@@ -178,7 +196,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	}
 	before := len(w.acked)
 	disktest.Free(t, filler)
-	clock.Advance(time.Minute)
+	env.clock.Advance(time.Minute)
 	for range 20 {
 		if err := w.write(s); !errors.Is(err, ErrLogUnsound) {
 			t.Fatalf("write %d after the failure, space freed: %v, want %v", w.next-1, err, ErrLogUnsound)
@@ -189,8 +207,8 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	}
 	// A copy of the open store is what a kill -9 leaves: the torn record
 	// at the log's tail as the failed write left it.
-	crashed := filepath.Join(mnt, "crashed")
-	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+	crashed := filepath.Join(env.mnt, "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(env.dir)); err != nil {
 		t.Fatal(err)
 	}
 	_, tornErr := scanLog(wlog.SegmentRange{Dir: filepath.Join(crashed, "wal"), First: -1, Last: -1})
@@ -200,17 +218,17 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	}
 	// The repair needs no free space; the replay after it needs a little
 	// room for head chunks, and the refusal says how much.
-	filler = disktest.Fill(t, mnt, 0)
-	for _, d := range []string{crashed, dir} {
-		if _, err := Open(d, opts, nil, nil); !errors.Is(err, ErrInsufficientStorage) || !strings.Contains(err.Error(), "starting needs at least 4.0MiB") {
+	filler = disktest.Fill(t, env.mnt, 0)
+	for _, d := range []string{crashed, env.dir} {
+		if _, err := Open(d, env.opts, nil, nil); !errors.Is(err, ErrInsufficientStorage) || !strings.Contains(err.Error(), "starting needs at least 4.0MiB") {
 			t.Fatalf("open on a full disk: %v, want %v saying how much is needed", err, ErrInsufficientStorage)
 		}
 	}
 	disktest.Free(t, filler)
 	// With a little more than that, the store opens and repairs its log.
-	filler = disktest.Fill(t, mnt, minStartFree+1<<20)
+	filler = disktest.Fill(t, env.mnt, minStartFree+1<<20)
 	// (The refused opens above already cut the torn tail.)
-	c := checkAcked(t, crashed, opts, w.acked)
+	c := checkAcked(t, crashed, env.opts, w.acked)
 	if _, err := scanLog(wlog.SegmentRange{Dir: filepath.Join(crashed, "wal"), First: -1, Last: -1}); err != nil {
 		t.Fatalf("the log of the crashed store after its repair: %v", err)
 	}
@@ -222,8 +240,8 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 			t.Fatal(err)
 		}
 	}
-	filler = disktest.Fill(t, mnt, minStartFree+1<<20)
-	s = checkAcked(t, dir, opts, w.acked)
+	filler = disktest.Fill(t, env.mnt, minStartFree+1<<20)
+	s = checkAcked(t, env.dir, env.opts, w.acked)
 	disktest.Free(t, filler)
 	for range 20 {
 		if err := w.write(s); err != nil {
@@ -233,7 +251,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = checkAcked(t, dir, opts, w.acked)
+	s = checkAcked(t, env.dir, env.opts, w.acked)
 	if d := s.Damage(); len(d.Logs) != 0 {
 		t.Fatalf("the repaired log is corrupt again: %+v", d.Logs)
 	}
@@ -247,22 +265,15 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 // look at the disk (at most a second later), and nothing acknowledged is
 // lost across a reopen.
 func TestLowDiskRefusedBeforeWAL(t *testing.T) {
-	mnt := disktest.MountTmpfs(t, 64<<20)
-	dir := filepath.Join(mnt, "data")
-	clock := &fakeClock{now: testNow}
 	const minFree = 8 << 20
-	opts := Options{Now: clock.Now, MinFreeDisk: minFree}
 	reg := prometheus.NewRegistry()
-	s, err := Open(dir, opts, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, env := openOnTmpfs(t, minFree, reg)
 	defer s.Close()
 	if st := s.WriteStatus(); st.Refusing || st.MinFreeBytes != minFree || st.FreeBytes <= minFree {
 		t.Fatalf("WriteStatus() on an empty disk = %+v", st)
 	}
-	filler := disktest.Fill(t, mnt, 12<<20)
-	clock.Advance(diskCheckInterval) // the filler is seen at the next look
+	filler := disktest.Fill(t, env.mnt, 12<<20)
+	env.clock.Advance(diskCheckInterval) // the filler is seen at the next look
 	// Within the head's window: the writes go to the write-ahead log.
 	startMs := func(i int) int64 { return testNow.Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
 	w := &diskWriter{t: t, startMs: startMs, acked: map[string]int{}}
@@ -296,7 +307,7 @@ func TestLowDiskRefusedBeforeWAL(t *testing.T) {
 	if err := w.write(s); !errors.Is(err, ErrInsufficientStorage) {
 		t.Fatalf("write within a second of the last look: %v, want it still refused", err)
 	}
-	clock.Advance(diskCheckInterval)
+	env.clock.Advance(diskCheckInterval)
 	for range 20 {
 		if err := w.write(s); err != nil {
 			t.Fatalf("write %d after space was freed: %v", w.next-1, err)
@@ -308,7 +319,7 @@ func TestLowDiskRefusedBeforeWAL(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = checkAcked(t, dir, opts, w.acked)
+	s = checkAcked(t, env.dir, env.opts, w.acked)
 	if d := s.Damage(); len(d.Logs) != 0 {
 		t.Fatalf("the log is corrupt after refusals: %+v", d.Logs)
 	}
