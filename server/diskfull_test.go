@@ -169,13 +169,27 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	}
 
 	hs.Close()
+	store = reopenHasJobs(t, store, dir, opts, acked)
+	if d := store.Damage(); len(d.Logs) != 0 {
+		t.Fatalf("the log is corrupt after the refusals: %+v", d.Logs)
+	}
+	t.Logf("%d batches acknowledged (%d after space was freed), all there after the reopen", len(acked), 20)
+}
+
+// reopenHasJobs closes store, opens dir again with opts and fails unless
+// each of jobs reads back whole: 4000 CPU samples and one task. It
+// returns the reopened store, also closed when the test ends.
+func reopenHasJobs(t *testing.T, store *tsdb.Store, dir string, opts tsdb.Options, jobs []string) *tsdb.Store {
+	t.Helper()
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if store, err = tsdb.Open(dir, opts, nil, nil); err != nil {
+	store, err := tsdb.Open(dir, opts, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, job := range acked {
+	t.Cleanup(func() { _ = store.Close() }) // before the unmount, should a job be missing
+	for _, job := range jobs {
 		j, err := store.ReadJob(context.Background(), job, math.MinInt64, math.MaxInt64)
 		if err != nil {
 			t.Fatalf("job %s after the reopen: %v", job, err)
@@ -184,10 +198,7 @@ func TestDiskFullOverHTTP(t *testing.T) {
 			t.Fatalf("job %s after the reopen: %d columns, %d tasks, want 4000 CPU samples and 1 task", job, len(j.Columns), len(j.Tasks))
 		}
 	}
-	if d := store.Damage(); len(d.Logs) != 0 {
-		t.Fatalf("the log is corrupt after the refusals: %+v", d.Logs)
-	}
-	t.Logf("%d batches acknowledged (%d after space was freed), all there after the reopen", len(acked), 20)
+	return store
 }
 
 // TestBackfillDiskFullOverHTTP ingests an old job (its samples go to a
@@ -253,21 +264,7 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 				t.Fatalf("old job after space was freed: %d %s", code, msg)
 			}
 			hs.Close()
-			if err := store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if store, err = tsdb.Open(dir, opts, nil, nil); err != nil {
-				t.Fatal(err)
-			}
-			for _, job := range []string{"full-0000", "full-0001"} {
-				j, err := store.ReadJob(context.Background(), job, math.MinInt64, math.MaxInt64)
-				if err != nil {
-					t.Fatalf("job %s after the reopen: %v", job, err)
-				}
-				if len(j.Columns) != 1 || len(j.Columns[0].Ts) != 4000 || len(j.Tasks) != 1 {
-					t.Fatalf("job %s after the reopen: %d columns, %d tasks, want 4000 CPU samples and 1 task", job, len(j.Columns), len(j.Tasks))
-				}
-			}
+			store = reopenHasJobs(t, store, dir, opts, []string{"full-0000", "full-0001"})
 		})
 	}
 }
