@@ -82,19 +82,11 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	ingest := func() (int, http.Header, string) {
 		i := next
 		next++
-		resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs(i)))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body struct {
-			Error string `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		if resp.StatusCode == http.StatusOK {
+		code, header, msg := postDiskJob(t, hs.URL, i, startMs(i))
+		if code == http.StatusOK {
 			acked = append(acked, fmt.Sprintf("full-%04d", i))
 		}
-		return resp.StatusCode, resp.Header, body.Error
+		return code, header, msg
 	}
 	code, header, msg := 200, http.Header{}, ""
 	for range 1000 {
@@ -176,6 +168,23 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	t.Logf("%d batches acknowledged (%d after space was freed), all there after the reopen", len(acked), 20)
 }
 
+// postDiskJob posts ingest job i (diskJobJSON) from startMs to the
+// server at url and returns the status, the headers and the error message
+// of the answer.
+func postDiskJob(t *testing.T, url string, i int, startMs int64) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Post(url+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error string `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, resp.Header, body.Error
+}
+
 // reopenHasJobs closes store, opens dir again with opts and fails unless
 // each of jobs reads back whole: 4000 CPU samples and one task. It
 // returns the reopened store, also closed when the test ends.
@@ -232,18 +241,7 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 			hs := serveStore(t, store, reg)
 			filler := disktest.Fill(t, mnt, tc.leave)
 			clock.Advance(time.Second)
-			ingest := func(i int, startMs int64) (int, http.Header, string) {
-				resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs))))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				var body struct {
-					Error string `json:"error"`
-				}
-				_ = json.NewDecoder(resp.Body).Decode(&body)
-				return resp.StatusCode, resp.Header, body.Error
-			}
+			ingest := func(i int, startMs int64) (int, http.Header, string) { return postDiskJob(t, hs.URL, i, startMs) }
 			old := clock.Now().Add(-48 * time.Hour).UnixMilli()
 			recent := clock.Now().Add(-time.Hour).UnixMilli()
 			if code, header, msg := ingest(0, old); code != http.StatusInsufficientStorage || header.Get("Retry-After") != "10" || !strings.Contains(msg, tc.msg) {
