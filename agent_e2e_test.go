@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/awx/awxtest"
+	"github.com/peakline/peakline/internal/testscale"
 )
 
 // The agent's end-to-end tests run real ansible-runner jobs in cgroups laid
@@ -235,8 +236,8 @@ func (j *runnerJob) wait(t *testing.T) {
 	t.Helper()
 	select {
 	case <-j.done:
-	case <-time.After(scaled(t, 90*time.Second)):
-		t.Fatalf("job %d: ansible-runner still running after %v\n%s", j.id, scaled(t, 90*time.Second), j.out.String())
+	case <-time.After(testscale.Scaled(t, 90*time.Second)):
+		t.Fatalf("job %d: ansible-runner still running after %v\n%s", j.id, testscale.Scaled(t, 90*time.Second), j.out.String())
 	}
 	if j.err != nil {
 		t.Fatalf("job %d: ansible-runner: %v\n%s", j.id, j.err, j.out.String())
@@ -257,7 +258,7 @@ func (n *e2eNode) startAgent(server string, extra ...string) *agentProc {
 	t.Helper()
 	args := []string{"agent", "--server", server, "--awx-url", n.awx.URL, "--awx-token-file", n.tokenFile,
 		"--cgroup-root", "/sys/fs/cgroup", "--proc-root", "/proc", "--spool-dir", n.spool,
-		"--poll-interval", scaled(t, 100*time.Millisecond).String(), "--awx-poll-interval", "250ms", "--awx-page-size", "5",
+		"--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(), "--awx-poll-interval", "250ms", "--awx-page-size", "5",
 		"--drain-timeout", "40s", "--log-level", "debug",
 		"--scope", "podman:" + n.parent + `:^libpod-([0-9a-f]{64})\.scope$`,
 		"--scope", "kubernetes:" + n.parent + `:^cri-containerd-([0-9a-f]{64})\.scope$`}
@@ -279,7 +280,7 @@ func (n *e2eNode) startAgent(server string, extra ...string) *agentProc {
 // waitLog waits until the agent's log matches re.
 func (a *agentProc) waitLog(t *testing.T, re *regexp.Regexp, within time.Duration) {
 	t.Helper()
-	within = scaled(t, within)
+	within = testscale.Scaled(t, within)
 	deadline := time.Now().Add(within)
 	for !re.MatchString(a.log.String()) {
 		if time.Now().After(deadline) {
@@ -299,8 +300,8 @@ func (a *agentProc) stop(t *testing.T) {
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-a.done:
-	case <-time.After(scaled(t, 30*time.Second)):
-		t.Fatalf("agent did not stop within %v of SIGTERM:\n%s", scaled(t, 30*time.Second), a.log.String())
+	case <-time.After(testscale.Scaled(t, 30*time.Second)):
+		t.Fatalf("agent did not stop within %v of SIGTERM:\n%s", testscale.Scaled(t, 30*time.Second), a.log.String())
 	}
 }
 
@@ -599,7 +600,7 @@ func TestAgentServerOutage(t *testing.T) {
 	a2 := n.startAgent(s.URL, "--process-tree=false")
 	a2.waitLog(t, regexp.MustCompile(`resending spooled batches`), 10*time.Second)
 	// A spooled batch leaves the spool once the server took it.
-	deadline := time.Now().Add(scaled(t, 20*time.Second))
+	deadline := time.Now().Add(testscale.Scaled(t, 20*time.Second))
 	for {
 		left, _ := filepath.Glob(filepath.Join(n.spool, "*.json.gz"))
 		if len(left) == 0 {

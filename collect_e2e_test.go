@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/peakline/peakline/internal/testscale"
 )
 
 // needCgroups fails (skips only under -short) when this host cannot make
@@ -105,7 +107,7 @@ func TestCollectAnsibleRunner(t *testing.T) {
 
 	// Memory is polled less often than the allocation task lasts: only
 	// the task boundary puts its peak on it.
-	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", scaled(t, 100*time.Millisecond).String(), "--memory-poll-interval", scaled(t, 3*time.Second).String(),
+	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(), "--memory-poll-interval", testscale.Scaled(t, 3*time.Second).String(),
 		"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", "e2e")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

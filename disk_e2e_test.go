@@ -6,55 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/peakline/peakline/tsdb/disktest"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new folder, unmounted
-// after every later cleanup (a serve stopped); skipped only where
-// mounting is not permitted (CI runs as root).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to mount a %d-byte tmpfs (CI runs as root)", size)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("mount -t tmpfs -o size=%d: %v (not permitted here)", size, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file into dir that leaves about leave bytes free.
-func fillDisk(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for n := int64(st.Bavail)*st.Bsize - leave; n > 0; n -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(n, int64(len(buf)))]); err != nil {
-			t.Fatalf("write filler: %v", err)
-		}
-	}
-	return path
-}
 
 // diskIngest posts ingest batches of one task and 4000 CPU samples each,
 // a job per batch, and remembers the jobs acknowledged.
@@ -162,10 +120,10 @@ func (s *served) health(t *testing.T) healthDoc {
 // SIGTERM and a restart every acknowledged sample is there and the log
 // needed no repair.
 func TestServeDiskFull(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	data := filepath.Join(mnt, "data")
 	s := serve(t, "--data", data, "--min-free-disk", "8MiB")
-	filler := fillDisk(t, mnt, 12<<20)
+	filler := disktest.Fill(t, mnt, 12<<20)
 	d := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli()} // the head's window: the log
 	a := d.untilRefused(s.URL)
 	if a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
@@ -180,9 +138,7 @@ func TestServeDiskFull(t *testing.T) {
 	if n := s.rawSamples(t, d.acked[0]); n != 4000 { // reads go on
 		t.Fatalf("job %s reads %d samples while writes are refused, want 4000", d.acked[0], n)
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	// The refused batch is sent again, as a client following Retry-After
 	// would, until it is taken: at the server's next look at the disk.
 	refused := d.next - 1
@@ -215,10 +171,10 @@ func TestServeDiskFull(t *testing.T) {
 // log, and is taken without a restart, and after a restart every write
 // acknowledged before the failure and after the reopen is there.
 func TestServeWALWriteFailure(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	data := filepath.Join(mnt, "data")
 	s := serve(t, "--data", data, "--min-free-disk", "0")
-	filler := fillDisk(t, mnt, 4<<20+31108)
+	filler := disktest.Fill(t, mnt, 4<<20+31108)
 	d := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli()} // the head's window: the log
 	if a := d.untilRefused(s.URL); a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.msg, "no space left on device") {
 		t.Fatalf("ingest on a full disk without the rule: %+v, want 503 with Retry-After for no space left", a)
@@ -227,9 +183,7 @@ func TestServeWALWriteFailure(t *testing.T) {
 	if h := s.health(t); h.Status != "degraded" || h.Writes == nil || !strings.Contains(h.Writes.Reason, "reopens and repairs the log") {
 		t.Fatalf("/healthz after a failed log write: %+v, want degraded saying the store reopens", h)
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	// The first write since the failure reopens the store (its first
 	// attempt is not held back), and the rest are taken.
 	d.more(s.URL, 20)
@@ -256,10 +210,10 @@ func TestServeWALWriteFailure(t *testing.T) {
 // space is freed the old job is taken, and after a restart every
 // acknowledged job is there.
 func TestServeBackfillDiskFull(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	data := filepath.Join(mnt, "data")
 	s := serve(t, "--data", data, "--min-free-disk", "8MiB")
-	filler := fillDisk(t, mnt, 28<<20)
+	filler := disktest.Fill(t, mnt, 28<<20)
 	old := &diskIngest{t: t, base0: time.Now().Add(-48 * time.Hour).UnixMilli()}
 	recent := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli(), next: 1}
 	if a := old.post(s.URL, 0); a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
@@ -269,9 +223,7 @@ func TestServeBackfillDiskFull(t *testing.T) {
 	if h := s.health(t); h.Status != "ok" {
 		t.Fatalf("/healthz while recent writes are taken: %+v, want ok", h)
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	freed := time.Now()
 	for a := old.post(s.URL, 0); a.code != http.StatusOK; a = old.post(s.URL, 0) {
 		if time.Since(freed) > 10*time.Second {

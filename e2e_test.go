@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/peakline/peakline/internal/testscale"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -57,27 +59,10 @@ func peaklineBin(t testing.TB) string {
 	return binPath
 }
 
-// scaled stretches an end-to-end test's deadline d by
-// PEAKLINE_TEST_TIME_SCALE (a number of at least 1; 1 when unset): under
-// emulation (make test-v2 boots a cgroup v2 kernel in qemu without KVM) the
-// same work takes 2 to 20 times as long as on the host.
-func scaled(t testing.TB, d time.Duration) time.Duration {
-	t.Helper()
-	s := os.Getenv("PEAKLINE_TEST_TIME_SCALE")
-	if s == "" {
-		return d
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 1 {
-		t.Fatalf("PEAKLINE_TEST_TIME_SCALE=%q: want a number of at least 1", s)
-	}
-	return time.Duration(float64(d) * f)
-}
-
 // burnSeconds is how long a test playbook's CPU burner runs: 2 s,
 // scaled, in whole seconds.
 func burnSeconds(t testing.TB) string {
-	return strconv.Itoa(int(scaled(t, 2*time.Second).Round(time.Second) / time.Second))
+	return strconv.Itoa(int(testscale.Scaled(t, 2*time.Second).Round(time.Second) / time.Second))
 }
 
 // run runs the binary and returns its combined output.

@@ -7,11 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,49 +17,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/tsdb"
+	"github.com/peakline/peakline/tsdb/disktest"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new folder, unmounted
-// after every later cleanup; skipped only where mounting is not
-// permitted (CI runs as root).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to mount a %d-byte tmpfs (CI runs as root)", size)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("mount -t tmpfs -o size=%d: %v (not permitted here)", size, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file into dir that leaves about leave bytes free.
-func fillDisk(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for n := int64(st.Bavail)*st.Bsize - leave; n > 0; n -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(n, int64(len(buf)))]); err != nil {
-			t.Fatalf("write filler: %v", err)
-		}
-	}
-	return path
-}
 
 type manualClock struct {
 	mu  sync.Mutex
@@ -103,7 +60,7 @@ func diskJobJSON(i int, startMs int64) []byte {
 // reads go on, space freed, writes taken again by themselves, and after
 // a close and reopen every acknowledged sample is there.
 func TestDiskFullOverHTTP(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &manualClock{now: time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)}
 	opts := tsdb.Options{Now: clock.Now, MinFreeDisk: 8 << 20}
@@ -114,7 +71,7 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() }) // before the unmount
 	hs := serveStore(t, store, reg)
-	filler := fillDisk(t, mnt, 12<<20)
+	filler := disktest.Fill(t, mnt, 12<<20)
 	clock.Advance(time.Second)
 
 	// Within the head's window of the clock: the writes go to the
@@ -125,19 +82,11 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	ingest := func() (int, http.Header, string) {
 		i := next
 		next++
-		resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs(i)))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body struct {
-			Error string `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		if resp.StatusCode == http.StatusOK {
+		code, header, msg := postDiskJob(t, hs.URL, i, startMs(i))
+		if code == http.StatusOK {
 			acked = append(acked, fmt.Sprintf("full-%04d", i))
 		}
-		return resp.StatusCode, resp.Header, body.Error
+		return code, header, msg
 	}
 	code, header, msg := 200, http.Header{}, ""
 	for range 1000 {
@@ -199,9 +148,7 @@ func TestDiskFullOverHTTP(t *testing.T) {
 		t.Fatalf("peakline_disk_refused_writes_total{reason=min_free_disk} = %v, want 2 (the JSON batch and the remote write)", got)
 	}
 
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	clock.Advance(time.Second)
 	for range 20 {
 		if code, _, msg := ingest(); code != http.StatusOK {
@@ -214,13 +161,44 @@ func TestDiskFullOverHTTP(t *testing.T) {
 	}
 
 	hs.Close()
+	store = reopenHasJobs(t, store, dir, opts, acked)
+	if d := store.Damage(); len(d.Logs) != 0 {
+		t.Fatalf("the log is corrupt after the refusals: %+v", d.Logs)
+	}
+	t.Logf("%d batches acknowledged (%d after space was freed), all there after the reopen", len(acked), 20)
+}
+
+// postDiskJob posts ingest job i (diskJobJSON) from startMs to the
+// server at url and returns the status, the headers and the error message
+// of the answer.
+func postDiskJob(t *testing.T, url string, i int, startMs int64) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Post(url+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error string `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, resp.Header, body.Error
+}
+
+// reopenHasJobs closes store, opens dir again with opts and fails unless
+// each of jobs reads back whole: 4000 CPU samples and one task. It
+// returns the reopened store, also closed when the test ends.
+func reopenHasJobs(t *testing.T, store *tsdb.Store, dir string, opts tsdb.Options, jobs []string) *tsdb.Store {
+	t.Helper()
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if store, err = tsdb.Open(dir, opts, nil, nil); err != nil {
+	store, err := tsdb.Open(dir, opts, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, job := range acked {
+	t.Cleanup(func() { _ = store.Close() }) // before the unmount, should a job be missing
+	for _, job := range jobs {
 		j, err := store.ReadJob(context.Background(), job, math.MinInt64, math.MaxInt64)
 		if err != nil {
 			t.Fatalf("job %s after the reopen: %v", job, err)
@@ -229,10 +207,7 @@ func TestDiskFullOverHTTP(t *testing.T) {
 			t.Fatalf("job %s after the reopen: %d columns, %d tasks, want 4000 CPU samples and 1 task", job, len(j.Columns), len(j.Tasks))
 		}
 	}
-	if d := store.Damage(); len(d.Logs) != 0 {
-		t.Fatalf("the log is corrupt after the refusals: %+v", d.Logs)
-	}
-	t.Logf("%d batches acknowledged (%d after space was freed), all there after the reopen", len(acked), 20)
+	return store
 }
 
 // TestBackfillDiskFullOverHTTP ingests an old job (its samples go to a
@@ -253,7 +228,7 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 		{"rule-off", -1, 4 << 20, "no space left on device"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mnt := mountTmpfs(t, 64<<20)
+			mnt := disktest.MountTmpfs(t, 64<<20)
 			dir := filepath.Join(mnt, "data")
 			clock := &manualClock{now: time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)}
 			opts := tsdb.Options{Now: clock.Now, MinFreeDisk: tc.minFree}
@@ -264,20 +239,9 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = store.Close() }) // before the unmount
 			hs := serveStore(t, store, reg)
-			filler := fillDisk(t, mnt, tc.leave)
+			filler := disktest.Fill(t, mnt, tc.leave)
 			clock.Advance(time.Second)
-			ingest := func(i int, startMs int64) (int, http.Header, string) {
-				resp, err := http.Post(hs.URL+"/api/v1/ingest", "application/json", strings.NewReader(string(diskJobJSON(i, startMs))))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				var body struct {
-					Error string `json:"error"`
-				}
-				_ = json.NewDecoder(resp.Body).Decode(&body)
-				return resp.StatusCode, resp.Header, body.Error
-			}
+			ingest := func(i int, startMs int64) (int, http.Header, string) { return postDiskJob(t, hs.URL, i, startMs) }
 			old := clock.Now().Add(-48 * time.Hour).UnixMilli()
 			recent := clock.Now().Add(-time.Hour).UnixMilli()
 			if code, header, msg := ingest(0, old); code != http.StatusInsufficientStorage || header.Get("Retry-After") != "10" || !strings.Contains(msg, tc.msg) {
@@ -292,29 +256,13 @@ func TestBackfillDiskFullOverHTTP(t *testing.T) {
 			if code := getJSON(t, hs.URL+"/healthz", &health); code != 200 || health.Status != "ok" {
 				t.Fatalf("/healthz while recent writes are taken: %d %+v, want ok", code, health)
 			}
-			if err := os.Remove(filler); err != nil {
-				t.Fatal(err)
-			}
+			disktest.Free(t, filler)
 			clock.Advance(time.Second)
 			if code, _, msg := ingest(0, old); code != http.StatusOK {
 				t.Fatalf("old job after space was freed: %d %s", code, msg)
 			}
 			hs.Close()
-			if err := store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if store, err = tsdb.Open(dir, opts, nil, nil); err != nil {
-				t.Fatal(err)
-			}
-			for _, job := range []string{"full-0000", "full-0001"} {
-				j, err := store.ReadJob(context.Background(), job, math.MinInt64, math.MaxInt64)
-				if err != nil {
-					t.Fatalf("job %s after the reopen: %v", job, err)
-				}
-				if len(j.Columns) != 1 || len(j.Columns[0].Ts) != 4000 || len(j.Tasks) != 1 {
-					t.Fatalf("job %s after the reopen: %d columns, %d tasks, want 4000 CPU samples and 1 task", job, len(j.Columns), len(j.Tasks))
-				}
-			}
+			store = reopenHasJobs(t, store, dir, opts, []string{"full-0000", "full-0001"})
 		})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/peakline/peakline/tsdb/disktest"
 )
 
 // noBlockLeftovers requires dir to hold no throw-away head of a backfill
@@ -43,28 +45,21 @@ func noBlockLeftovers(t *testing.T, s *Store, dir string) {
 // Once space is freed the old samples are taken, and all survive a
 // reopen.
 func TestBackfillLowDiskRefused(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
-	dir := filepath.Join(mnt, "data")
-	clock := &fakeClock{now: testNow}
 	const minFree = 8 << 20
-	opts := Options{Now: clock.Now, MinFreeDisk: minFree}
 	reg := prometheus.NewRegistry()
-	s, err := Open(dir, opts, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, env := openOnTmpfs(t, minFree, reg)
 	defer s.Close()
 	// Room for head writes above the threshold, not for a chunk file.
-	filler := fillDisk(t, mnt, minFree+blockChunkSegmentSize-4<<20)
-	clock.Advance(diskCheckInterval)
+	filler := disktest.Fill(t, env.mnt, minFree+blockChunkSegmentSize-4<<20)
+	env.clock.Advance(diskCheckInterval)
 	old := testNow.Add(-48 * time.Hour).UnixMilli()
 	acked := map[string]int{}
-	_, err = s.Append(context.Background(), diskBatch(0, 4000, old))
+	_, err := s.Append(context.Background(), diskBatch(0, 4000, old))
 	if !errors.Is(err, ErrInsufficientStorage) || !strings.Contains(err.Error(), "--min-free-disk 8.0MiB") ||
 		!strings.Contains(err.Error(), "chunk file takes 32.0MiB") {
 		t.Fatalf("backfill write below --min-free-disk plus a chunk file: %v, want %v naming both", err, ErrInsufficientStorage)
 	}
-	noBlockLeftovers(t, s, dir)
+	noBlockLeftovers(t, s, env.dir)
 	if got := rawStoreSamples(t, s, "disk-0000"); got != 0 {
 		t.Fatalf("refused backfill write stored %d samples", got)
 	}
@@ -79,10 +74,8 @@ func TestBackfillLowDiskRefused(t *testing.T) {
 		t.Fatalf("head write next to the refused backfill: %+v, %v", res, err)
 	}
 	acked["disk-0001"] = res.Samples + res.Tasks
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(diskCheckInterval)
+	disktest.Free(t, filler)
+	env.clock.Advance(diskCheckInterval)
 	res, err = s.Append(context.Background(), diskBatch(0, 4000, old))
 	if err != nil || res.Samples != 4000 || res.Tasks != 1 {
 		t.Fatalf("backfill write after space was freed: %+v, %v", res, err)
@@ -94,7 +87,7 @@ func TestBackfillLowDiskRefused(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkAcked(t, dir, opts, acked)
+	checkAcked(t, env.dir, env.opts, acked)
 }
 
 // With the rule off, a backfill write that runs out of space inside the
@@ -105,23 +98,16 @@ func TestBackfillLowDiskRefused(t *testing.T) {
 // writes to the head go on, old samples are taken once space is freed,
 // and everything acknowledged survives a reopen.
 func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
-	dir := filepath.Join(mnt, "data")
-	clock := &fakeClock{now: testNow}
-	opts := Options{Now: clock.Now, MinFreeDisk: -1}
-	s, err := Open(dir, opts, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, env := openOnTmpfs(t, -1, nil)
 	defer s.Close()
 	recent := func(i int) int64 { return testNow.Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
 	w := &diskWriter{t: t, startMs: recent, acked: map[string]int{}, next: 10}
 	if err := w.write(s); err != nil {
 		t.Fatal(err)
 	}
-	filler := fillDisk(t, mnt, 4<<20)
+	filler := disktest.Fill(t, env.mnt, 4<<20)
 	old := testNow.Add(-48 * time.Hour).UnixMilli()
-	_, err = s.Append(context.Background(), diskBatch(0, 4000, old))
+	_, err := s.Append(context.Background(), diskBatch(0, 4000, old))
 	if !errors.Is(err, ErrInsufficientStorage) || !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrLogUnsound) {
 		t.Fatalf("backfill write out of space: %v, want %v for no space left", err, ErrInsufficientStorage)
 	}
@@ -137,7 +123,7 @@ func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
 			t.Fatalf("refused write of job %s stored %d samples", job, got)
 		}
 	}
-	noBlockLeftovers(t, s, dir)
+	noBlockLeftovers(t, s, env.dir)
 	if st := s.WriteStatus(); st.Refusing {
 		t.Fatalf("WriteStatus() after refused backfill writes = %+v, want not refusing", st)
 	}
@@ -146,9 +132,7 @@ func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
 			t.Fatalf("head write %d after the refused backfill: %v", w.next-1, err)
 		}
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	disktest.Free(t, filler)
 	for i, b := range []*Batch{diskBatch(0, 4000, old), mixed} {
 		res, err := s.Append(context.Background(), b)
 		if err != nil || res.Samples != 4000+2*i || res.Tasks != 1 {
@@ -159,7 +143,7 @@ func TestBackfillOutOfSpaceRefusedCleanly(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r := checkAcked(t, dir, opts, w.acked)
+	r := checkAcked(t, env.dir, env.opts, w.acked)
 	if d := r.Damage(); len(d.Logs) != 0 {
 		t.Fatalf("the log is corrupt after refused backfill writes: %+v", d.Logs)
 	}

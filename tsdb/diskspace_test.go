@@ -18,50 +18,31 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/tsdb/wlog"
+
+	"github.com/peakline/peakline/tsdb/disktest"
 )
 
-// mountTmpfs mounts a tmpfs of size bytes on a new folder and returns
-// it; it is unmounted after every later cleanup (a store's Close) ran.
-// The test is skipped only where mounting is not permitted (not root).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to mount a %d-byte tmpfs (CI runs as root)", size)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("mount -t tmpfs -o size=%d: %v (not permitted here)", size, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
+// tmpfsStore is where openOnTmpfs opened a store.
+type tmpfsStore struct {
+	mnt, dir string
+	clock    *fakeClock
+	opts     Options
 }
 
-// fillDisk writes a filler file into dir that leaves about leave bytes
-// of its file system free, and returns its path.
-func fillDisk(t *testing.T, dir string, leave int64) string {
+// openOnTmpfs opens a store in the folder data of a new 64 MiB tmpfs,
+// with MinFreeDisk minFree, a clock at testNow that the test moves, and
+// its metrics in reg (nil for none). The caller closes the store.
+func openOnTmpfs(t *testing.T, minFree int64, reg prometheus.Registerer) (*Store, tmpfsStore) {
 	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	free := int64(st.Bavail) * st.Bsize
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
+	mnt := disktest.MountTmpfs(t, 64<<20)
+	dir := filepath.Join(mnt, "data")
+	clock := &fakeClock{now: testNow}
+	opts := Options{Now: clock.Now, MinFreeDisk: minFree}
+	s, err := Open(dir, opts, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for n := free - leave; n > 0; n -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(n, int64(len(buf)))]); err != nil {
-			t.Fatalf("write filler: %v", err)
-		}
-	}
-	return path
+	return s, tmpfsStore{mnt: mnt, dir: dir, clock: clock, opts: opts}
 }
 
 // fakeClock is a clock a test moves by hand.
@@ -206,7 +187,7 @@ func TestWALWriteFailureLosesNoAck(t *testing.T) {
 // walFailure runs the sequence with leave bytes left free and reports
 // whether the failed write left a torn record for the repair.
 func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bool) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &fakeClock{now: testNow}
 	opts := Options{Now: clock.Now, MinFreeDisk: -1}
@@ -215,7 +196,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 		t.Fatal(err)
 	}
 	defer s.Close()
-	filler := fillDisk(t, mnt, leave)
+	filler := disktest.Fill(t, mnt, leave)
 	w := &diskWriter{t: t, startMs: startMs, acked: map[string]int{}}
 	failed := w.untilRefused(s)
 	if !errors.Is(failed, ErrLogUnsound) || !errors.Is(failed, syscall.ENOSPC) {
@@ -260,7 +241,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 	}
 	// The repair needs no free space; the replay after it needs a little
 	// room for head chunks, and the refusal says how much.
-	filler = fillDisk(t, mnt, 0)
+	filler = disktest.Fill(t, mnt, 0)
 	for _, d := range []string{crashed, dir} {
 		if _, err := Open(d, opts, nil, nil); !errors.Is(err, ErrInsufficientStorage) || !strings.Contains(err.Error(), "starting needs at least 4.0MiB") {
 			t.Fatalf("open on a full disk: %v, want %v saying how much is needed", err, ErrInsufficientStorage)
@@ -270,7 +251,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 		t.Fatal(err)
 	}
 	// With a little more than that, the store opens and repairs its log.
-	filler = fillDisk(t, mnt, minStartFree+1<<20)
+	filler = disktest.Fill(t, mnt, minStartFree+1<<20)
 	// (The refused opens above already cut the torn tail.)
 	c := checkAcked(t, crashed, opts, ackedBefore)
 	if _, err := scanLog(wlog.SegmentRange{Dir: filepath.Join(crashed, "wal"), First: -1, Last: -1}); err != nil {
@@ -284,7 +265,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 			t.Fatal(err)
 		}
 	}
-	filler = fillDisk(t, mnt, minStartFree+1<<20)
+	filler = disktest.Fill(t, mnt, minStartFree+1<<20)
 	s = checkAcked(t, dir, opts, w.acked)
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -311,7 +292,7 @@ func walFailure(t *testing.T, leave int64, startMs func(int) int64) (repaired bo
 // look at the disk (at most a second later), and nothing acknowledged is
 // lost across a reopen.
 func TestLowDiskRefusedBeforeWAL(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &fakeClock{now: testNow}
 	const minFree = 8 << 20
@@ -325,7 +306,7 @@ func TestLowDiskRefusedBeforeWAL(t *testing.T) {
 	if st := s.WriteStatus(); st.Refusing || st.MinFreeBytes != minFree || st.FreeBytes <= minFree {
 		t.Fatalf("WriteStatus() on an empty disk = %+v", st)
 	}
-	filler := fillDisk(t, mnt, 12<<20)
+	filler := disktest.Fill(t, mnt, 12<<20)
 	clock.Advance(diskCheckInterval) // the filler is seen at the next look
 	// Within the head's window: the writes go to the write-ahead log.
 	startMs := func(i int) int64 { return testNow.Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/peakline/peakline/tsdb/disktest"
 )
 
 // countJob counts the samples and task records of job id through q.
@@ -56,7 +58,7 @@ func readJobCount(s *Store, id string) (int, error) {
 // write that reopened and every later one are taken, and everything
 // acknowledged is there after a restart.
 func TestWALFailureReopensUnderReads(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
+	mnt := disktest.MountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	clock := &fakeClock{now: testNow}
 	opts := Options{Now: clock.Now, MinFreeDisk: -1}
@@ -67,7 +69,7 @@ func TestWALFailureReopensUnderReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	filler := fillDisk(t, mnt, 4<<20)
+	filler := disktest.Fill(t, mnt, 4<<20)
 	inOrder := func(i int) int64 { return testNow.Add(-2*time.Hour + time.Duration(i)*10*time.Second).UnixMilli() }
 	w := &diskWriter{t: t, startMs: inOrder, acked: map[string]int{}}
 	if err := w.untilRefused(s); !errors.Is(err, ErrLogUnsound) {

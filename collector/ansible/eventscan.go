@@ -280,18 +280,9 @@ func (s *eventScanner) object(named bool, member func(key string, c byte) error)
 		if err := member(key, c); err != nil {
 			return s.eof(err)
 		}
-		if c, err = s.space(); err != nil {
-			return s.eof(err)
-		}
-		switch c {
-		case '}':
-			return nil
-		case ',':
-			if c, err = s.space(); err != nil {
-				return s.eof(err)
-			}
-		default:
-			return s.syntax(c, "after object key:value pair")
+		var end bool
+		if c, end, err = s.after('}', "after object key:value pair"); end || err != nil {
+			return err
 		}
 	}
 }
@@ -330,20 +321,30 @@ func (s *eventScanner) array() error {
 		if err := s.skip(c); err != nil {
 			return s.eof(err)
 		}
-		if c, err = s.space(); err != nil {
-			return s.eof(err)
-		}
-		switch c {
-		case ']':
-			return nil
-		case ',':
-			if c, err = s.space(); err != nil {
-				return s.eof(err)
-			}
-		default:
-			return s.syntax(c, "after array element")
+		var end bool
+		if c, end, err = s.after(']', "after array element"); end || err != nil {
+			return err
 		}
 	}
+}
+
+// after reads what follows an object's member or an array's element: end
+// is true at the closing byte; after a ',' c is the next one's first byte;
+// anything else is a syntax error naming where.
+func (s *eventScanner) after(closing byte, where string) (c byte, end bool, err error) {
+	if c, err = s.space(); err != nil {
+		return 0, false, s.eof(err)
+	}
+	switch c {
+	case closing:
+		return c, true, nil
+	case ',':
+		if c, err = s.space(); err != nil {
+			return 0, false, s.eof(err)
+		}
+		return c, false, nil
+	}
+	return c, false, s.syntax(c, where)
 }
 
 // restOfString reads a string after its opening quote.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/cgroup"
+	"github.com/peakline/peakline/internal/testscale"
 )
 
 // These tests use this machine's real cgroups and processes: they need
@@ -42,23 +43,6 @@ func unavailable(t *testing.T, format string, args ...any) {
 		t.Skipf(format, args...)
 	}
 	t.Fatalf(format+" (pass -short to skip)", args...)
-}
-
-// scaled stretches a real-host test's deadline d by
-// PEAKLINE_TEST_TIME_SCALE (a number of at least 1; 1 when unset): under
-// emulation (make test-v2 boots a cgroup v2 kernel in qemu without KVM)
-// the same work takes 2 to 20 times as long as on the host.
-func scaled(t *testing.T, d time.Duration) time.Duration {
-	t.Helper()
-	s := os.Getenv("PEAKLINE_TEST_TIME_SCALE")
-	if s == "" {
-		return d
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 1 {
-		t.Fatalf("PEAKLINE_TEST_TIME_SCALE=%q: want a number of at least 1", s)
-	}
-	return time.Duration(float64(d) * f)
 }
 
 // hex64 is a made-up container id unique to this test process and label.
@@ -160,7 +144,7 @@ func startJob(t *testing.T, jobID int64, withStdin bool, program string, args ..
 		t.Fatal(err)
 	}
 	pgid := cmd.Process.Pid
-	stop := time.AfterFunc(scaled(t, 9*time.Second), func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	stop := time.AfterFunc(testscale.Scaled(t, 9*time.Second), func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	t.Cleanup(func() {
 		stop.Stop()
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
@@ -181,7 +165,7 @@ func moveTo(t *testing.T, pid int, dirs ...string) {
 // waitComm waits until pid's comm is want (an exec happened).
 func waitComm(t *testing.T, pid int, want string) {
 	t.Helper()
-	deadline := time.Now().Add(scaled(t, 8*time.Second))
+	deadline := time.Now().Add(testscale.Scaled(t, 8*time.Second))
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if strings.TrimSpace(string(b)) == want {
@@ -490,7 +474,7 @@ wait`
 	// The job ends: nothing lives, the CPU counter stays.
 	_ = syscall.Kill(-root.Process.Pid, syscall.SIGKILL)
 	_ = root.Wait()
-	deadline := time.Now().Add(scaled(t, 5*time.Second))
+	deadline := time.Now().Add(testscale.Scaled(t, 5*time.Second))
 	for {
 		p, err := tr.Populated()
 		if err != nil {
@@ -533,7 +517,7 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(scaled(t, 5*time.Second)); !slices.Equal(tr.Procs(), []int{pid}); {
+	for deadline := time.Now().Add(testscale.Scaled(t, 5*time.Second)); !slices.Equal(tr.Procs(), []int{pid}); {
 		if time.Now().After(deadline) {
 			t.Fatalf("members %v; want the root %d alone", tr.Procs(), pid)
 		}
@@ -591,11 +575,11 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 // TestScaled checks the deadline scale: unset it is 1, set it multiplies.
 func TestScaled(t *testing.T) {
 	t.Setenv("PEAKLINE_TEST_TIME_SCALE", "")
-	if got := scaled(t, 8*time.Second); got != 8*time.Second {
-		t.Fatalf("unset: scaled(8s) = %v; want 8s", got)
+	if got := testscale.Scaled(t, 8*time.Second); got != 8*time.Second {
+		t.Fatalf("unset: testscale.Scaled(8s) = %v; want 8s", got)
 	}
 	t.Setenv("PEAKLINE_TEST_TIME_SCALE", "2.5")
-	if got := scaled(t, 8*time.Second); got != 20*time.Second {
-		t.Fatalf("2.5: scaled(8s) = %v; want 20s", got)
+	if got := testscale.Scaled(t, 8*time.Second); got != 20*time.Second {
+		t.Fatalf("2.5: testscale.Scaled(8s) = %v; want 20s", got)
 	}
 }

@@ -27,6 +27,28 @@ func (f *pressureStats) Pressure() (cgroup.Pressure, error) {
 	}, nil
 }
 
+// sampleEvery100ms runs a sampler of st that reads every resource each
+// 100 ms, from its baseline, for d of the bubble's time, handing each
+// sample to emit, and returns once it stopped. Call it inside
+// synctest.Test.
+func sampleEvery100ms(t *testing.T, st Stats, d time.Duration, emit func(liveSample)) {
+	t.Helper()
+	s := &sampler{
+		stats:    st,
+		cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
+		emit: emit,
+		log:  testLogger(t),
+		now:  time.Now,
+	}
+	s.baseline()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.run(ctx); close(done) }()
+	time.Sleep(d)
+	cancel()
+	<-done
+}
+
 // TestSamplerPressure checks the stall resources ride on the CPU
 // readings: same times and intervals, each value the counter's growth
 // over the interval in seconds, the job's stall capped at the wall time,
@@ -35,20 +57,7 @@ func TestSamplerPressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 0.5, mem: 1, pids: 1}, waitShare: 3, nodeShare: 0.25}
 		var got []liveSample
-		s := &sampler{
-			stats:    st,
-			cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
-			emit: func(x liveSample) { got = append(got, x) },
-			log:  testLogger(t),
-			now:  time.Now,
-		}
-		s.baseline()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { s.run(ctx); close(done) }()
-		time.Sleep(350 * time.Millisecond)
-		cancel()
-		<-done
+		sampleEvery100ms(t, st, 350*time.Millisecond, func(x liveSample) { got = append(got, x) })
 
 		cpuAt := map[int64]bool{}
 		byRes := map[string][]liveSample{}
@@ -104,25 +113,12 @@ func TestSamplerPressureV1(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &v1Stats{fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}}
 		sum, n := 0.0, 0
-		s := &sampler{
-			stats:    st,
-			cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
-			emit: func(x liveSample) {
-				if x.resource == ansible.ResourceCPUStall {
-					sum += x.v
-					n++
-				}
-			},
-			log: testLogger(t),
-			now: time.Now,
-		}
-		s.baseline()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { s.run(ctx); close(done) }()
-		time.Sleep(350 * time.Millisecond)
-		cancel()
-		<-done
+		sampleEvery100ms(t, st, 350*time.Millisecond, func(x liveSample) {
+			if x.resource == ansible.ResourceCPUStall {
+				sum += x.v
+				n++
+			}
+		})
 		if want := 0.35 * 1.5 / 2.5; n != 4 || sum-want > 1e-9 || want-sum > 1e-9 {
 			t.Fatalf("cpu_stall: %d samples summing to %v s, want 4 summing to %v s", n, sum, want)
 		}

@@ -182,12 +182,9 @@ func decodeExport(s *jsonStream, res *reservation) ([]*series, error) {
 				sr.ls, err = decodeLabels(s, res, &b)
 			case "values":
 				err = s.array(func() error {
+					var tok []byte
 					var err error
-					if sr.vs, err = grow(res, sr.vs); err != nil {
-						return err
-					}
-					tok, err := s.number()
-					if err != nil {
+					if sr.vs, tok, err = nextNumber(s, res, sr.vs); err != nil {
 						return err
 					}
 					v, err := strconv.ParseFloat(string(tok), 64)
@@ -199,12 +196,9 @@ func decodeExport(s *jsonStream, res *reservation) ([]*series, error) {
 				})
 			case "timestamps":
 				err = s.array(func() error {
+					var tok []byte
 					var err error
-					if sr.ts, err = grow(res, sr.ts); err != nil {
-						return err
-					}
-					tok, err := s.number()
-					if err != nil {
+					if sr.ts, tok, err = nextNumber(s, res, sr.ts); err != nil {
 						return err
 					}
 					t, err := strconv.ParseInt(string(tok), 10, 64)
@@ -227,4 +221,16 @@ func decodeExport(s *jsonStream, res *reservation) ([]*series, error) {
 		}
 		out = append(out, sr)
 	}
+}
+
+// nextNumber makes room in col, within res, for one more of an export
+// line's values or timestamps and reads that number's token, which is
+// valid until s is read again.
+func nextNumber[T int64 | float64](s *jsonStream, res *reservation, col []T) ([]T, []byte, error) {
+	col, err := grow(res, col)
+	if err != nil {
+		return col, nil, err
+	}
+	tok, err := s.number()
+	return col, tok, err
 }
