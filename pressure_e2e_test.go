@@ -16,8 +16,11 @@ import (
 )
 
 // pressurePlaybook does a fixed amount of work: its CPU task counts down
-// {{ work }} × 30 million in Python (about 1.4 CPU seconds per unit), so
-// only CPU stolen by other work makes it slower, never less work.
+// {{ work }} × 60 million in Python (about 2 CPU seconds per unit on an
+// idle machine, more under load), so only CPU stolen by other work makes
+// it slower, never less work. A unit must stay well above the rule's
+// floors (1 s of duration, 1 CPU second: DefaultFloors), or doubling it
+// on a fast idle machine would not count as a change.
 const pressurePlaybook = `- name: pressure noise
   hosts: localhost
   connection: local
@@ -25,7 +28,7 @@ const pressurePlaybook = `- name: pressure noise
   tasks:
     - name: burn a fixed amount of cpu
       ansible.builtin.command:
-        argv: [python3, -c, "n = {{ work }} * 30000000\nwhile n: n -= 1"]
+        argv: [python3, -c, "n = {{ work }} * 60000000\nwhile n: n -= 1"]
     - name: fork sleepers
       ansible.builtin.shell: "for i in $(seq 1 10); do sleep 1 & done; wait"
 `
