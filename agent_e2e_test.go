@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/awx/awxtest"
-	"github.com/peakline/peakline/internal/testscale"
+	"github.com/peakline/peakline/collector/testscale"
 )
 
 // The agent's end-to-end tests run real ansible-runner jobs in cgroups laid

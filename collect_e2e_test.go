@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peakline/peakline/internal/testscale"
+	"github.com/peakline/peakline/collector/testscale"
 )
 
 // needCgroups fails (skips only under -short) when this host cannot make

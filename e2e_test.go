@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peakline/peakline/internal/testscale"
+	"github.com/peakline/peakline/collector/testscale"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")

@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"collector/awx":           {"collector/ansible", "collector/ship"},
 	"collector/awx/awxtest":   {},
 	"collector/ship/shiptest": {},
+	"collector/testscale":     {},
 	"collector/discover":      {},
 	"collector/agent":         {"collector/ansible", "collector/awx", "collector/cgroup", "collector/discover", "collector/live", "collector/ship"},
 }

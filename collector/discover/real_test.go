@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/cgroup"
-	"github.com/peakline/peakline/internal/testscale"
+	"github.com/peakline/peakline/collector/testscale"
 )
 
 // These tests use this machine's real cgroups and processes: they need
