@@ -79,7 +79,8 @@ func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.W
 		defer srv.Close()
 		store = &localJobs{srv: srv, dataDir: o.dataDir}
 	} else {
-		store = &remoteJobs{base: strings.TrimRight(o.serverURL, "/"), http: &http.Client{Transport: o.transport}, tokenFile: o.tokenFile}
+		base := strings.TrimRight(o.serverURL, "/")
+		store = &remoteJobs{base: base, client: &ship.Client{BaseURL: base, HTTP: &http.Client{Transport: o.transport}, TokenFile: o.tokenFile}}
 	}
 	old, err := store.read(ctx, id)
 	if err != nil {

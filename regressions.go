@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -109,7 +107,7 @@ contended. For CI pipelines, the exit code says:
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			h, err := fetchHistory(ctx, &http.Client{Transport: tr}, serverURL, template, job, last, maxStall)
+			h, err := fetchHistory(ctx, &ship.Client{BaseURL: serverURL, HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}, template, job, last, maxStall)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}
@@ -151,40 +149,18 @@ contended. For CI pipelines, the exit code says:
 
 // fetchHistory gets the history of template, the window ending at job
 // when it is set.
-func fetchHistory(ctx context.Context, client *http.Client, serverURL, template, job string, last int, maxStall float64) (*history.History, error) {
+func fetchHistory(ctx context.Context, client *ship.Client, template, job string, last int, maxStall float64) (*history.History, error) {
 	q := url.Values{"last": {strconv.Itoa(last)}, "max_stall": {strconv.FormatFloat(maxStall, 'f', -1, 64)}}
 	if job != "" {
 		q.Set("job", job)
 	}
-	u := strings.TrimRight(serverURL, "/") + "/api/v1/templates/" + url.PathEscape(template) + "/history?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("--server: %w", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("ask %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read the answer of %s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(body))
-		}
-		return nil, fmt.Errorf("ask %s: server answered %s: %s", u, resp.Status, e.Error)
-	}
+	path := "/api/v1/templates/" + url.PathEscape(template) + "/history"
 	var h history.History
-	if err := json.Unmarshal(body, &h); err != nil {
-		return nil, fmt.Errorf("decode the answer of %s: %w", u, err)
+	if err := client.Get(ctx, path, q, &h); err != nil {
+		return nil, fmt.Errorf("ask %s: %w", client.BaseURL, err)
 	}
 	if h.Runs == nil {
-		return nil, errors.New("decode the answer of " + u + ": no \"runs\": is this a peakline serve?")
+		return nil, fmt.Errorf("ask %s: GET %s: no \"runs\" in the answer: is this a peakline serve?", client.BaseURL, path)
 	}
 	return &h, nil
 }
