@@ -104,7 +104,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		retention                  time.Duration
 		maxFutureSkew              time.Duration
 		cfg                        server.Config
-		sec                        serveSecurity
+		edge                       server.Edge
 		rem                        tsdb.Remote
 		remoteCacheTTL             time.Duration
 		remoteHeaders              []string
@@ -143,7 +143,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 			}
 			// Listen address, credentials and TLS are checked before the
 			// store is opened: a refusal to start touches no data.
-			wrapListener, err := sec.apply(cmd, listen, &cfg.Security, logger)
+			wrapListener, err := edge.Apply(cmd.Context(), listen, &cfg.Security, logger)
 			if err != nil {
 				return err
 			}
@@ -241,7 +241,14 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.IntVar(&cfg.Prometheus.QueryMaxLength, "query-max-length", query.DefaultMaxQueryLength, "Prometheus API: longest query text in bytes")
 	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", query.DefaultLookbackDelta, "Prometheus API: how far back an instant selector looks")
 	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", query.DefaultRollupWindow, "Prometheus API: window of rate(x) written without one in an instant query")
-	sec.flags(f, &cfg.Security)
+	f.StringVar(&edge.AuthFile, "auth-file", "", "YAML file of tokens and users with scopes (read, ingest, admin); reloaded on change and on SIGHUP")
+	f.BoolVar(&edge.InsecureNoAuth, "insecure-no-auth", false, "serve a non-loopback --listen without authentication (anyone who can connect may read, write and delete)")
+	f.StringVar(&edge.TLS.CertFile, "tls-cert-file", "", "PEM certificate chain: serve HTTPS (reloaded when it changes)")
+	f.StringVar(&edge.TLS.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	f.StringVar(&edge.TLS.ClientCAFile, "tls-client-ca-file", "", "PEM CA certificates: require client certificates signed by them (mutual TLS)")
+	f.StringSliceVar(&edge.AllowedHosts, "allowed-hosts", nil, `Host header names served ("*" for any; default: the --listen host, localhost, 127.0.0.1, ::1 and the certificate's names; every local name and address when listening on all interfaces)`)
+	f.DurationVar(&edge.AuthPoll, "auth-file-poll", server.DefaultAuthPoll, "how often --auth-file is checked for changes")
+	f.IntVar(&cfg.Security.MaxTemplates, "max-templates", server.DefaultMaxTemplates, "most job templates with their own collection setting")
 	return cmd
 }
 
