@@ -350,13 +350,13 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
-			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
+			var fromAWX *awx.ImportedJob // the events and metadata of --awx-url, read before the trees
 			if awxCfg.URL != "" {
 				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, paths, cmd.ErrOrStderr(), logger); err != nil {
 					return err
 				}
-				opts.Events = fromAWX.events
-				opts.JobID = awx.JobID(fromAWX.id) // --job 042 is AWX job 42
+				opts.Events = fromAWX.Events
+				opts.JobID = awx.JobID(fromAWX.ID) // --job 042 is AWX job 42
 			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
 				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
 			}
@@ -370,8 +370,10 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 			}
 			if fromAWX != nil {
 				for _, j := range jobs {
-					fromAWX.setInfo(j, templateID, templateName)
-					fromAWX.checkSpan(j, logger)
+					fromAWX.SetInfo(j, templateID != "", templateName != "")
+					if msg := fromAWX.SpanMessage(j); msg != "" {
+						logger.Warn(msg, "job", j.ID)
+					}
 				}
 			}
 			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)
