@@ -5,10 +5,32 @@ LISTEN  ?= 127.0.0.1:8080
 EXAMPLE ?= testdata/ansible/runner-basic
 EVENTS  ?= https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={counter_gte}&counter__lte={counter_lte}
 
-.PHONY: build run test test-short vet bench clean tools
+.PHONY: build run test test-short vet bench clean tools dist
 
+# Release identity, set into github.com/prometheus/common/version at link
+# time (peakline version, peakline_build_info, the Prometheus buildinfo).
+# The build date is the commit's: the same commit builds the same bytes.
+VERSION    ?= $(shell scripts/version.sh)
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
+BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+VERSION_PKG = github.com/prometheus/common/version
+LDFLAGS    ?= -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
+	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+
+# A static binary: nothing in peakline needs cgo (net and os/user use
+# their Go implementations).
 build:
-	$(GO) build -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+
+# Release artifacts into dist/: tarballs, .deb and .rpm packages for
+# linux/amd64 and linux/arm64, SHA256SUMS, and an OCI image index of both
+# (docs/installing.md). scripts/dist builds them with nfpm and
+# go-containerregistry; no container daemon is needed.
+DIST ?= $(CURDIR)/dist
+dist:
+	$(GO) run ./scripts/dist --out $(DIST) --version '$(VERSION)' --revision '$(REVISION)' \
+		--branch '$(BRANCH)' --build-date '$(BUILD_DATE)'
 
 # Serve the bundled example job (a real ansible-runner tree) on an embedded store.
 run: build
@@ -96,4 +118,4 @@ bench: build
 	$(BIN) bench series --quick
 
 clean:
-	rm -rf bin $(DATA)
+	rm -rf bin dist $(DATA)
