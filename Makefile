@@ -47,7 +47,7 @@ TOOLS_BIN    ?= $(CURDIR)/bin
 
 VM_VERSION   ?= v1.151.0
 
-tools: $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus $(TOOLS_BIN)/victoria-metrics
+tools: $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus $(TOOLS_BIN)/victoria-metrics $(TOOLS_BIN)/helm
 
 $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/prometheus/prometheus/cmd/$(notdir $@)@$(PROM_VERSION)
@@ -55,6 +55,25 @@ $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus:
 # VictoriaMetrics single-node, the second peer of peakline bench ingest/series.
 $(TOOLS_BIN)/victoria-metrics:
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION)
+
+# helm, for helm lint and helm template of deploy/helm/peakline in the
+# deploy package's tests (3 minutes to build on 2 busy cores, once).
+HELM_VERSION ?= v3.22.0
+$(TOOLS_BIN)/helm:
+	GOBIN=$(TOOLS_BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The chart checked alone: lint, then the deploy tests, which render it
+# and check every object.
+.PHONY: helm-check manifests
+helm-check: $(TOOLS_BIN)/helm
+	$(TOOLS_BIN)/helm lint --strict --kube-version 1.30.0 deploy/helm/peakline
+	HELM=$(TOOLS_BIN)/helm $(GO) test -count=1 -run 'Helm|Manifests' ./deploy/
+
+# deploy/kubernetes holds the chart rendered with its defaults, for
+# kubectl apply without helm; TestManifestsMatchChart keeps them equal.
+manifests: $(TOOLS_BIN)/helm
+	$(TOOLS_BIN)/helm template peakline deploy/helm/peakline --namespace peakline --kube-version 1.30.0 > deploy/kubernetes/peakline.yaml
+	$(TOOLS_BIN)/helm template peakline deploy/helm/peakline --namespace peakline --kube-version 1.30.0 --set openshift.enabled=true > deploy/kubernetes/peakline-openshift.yaml
 
 # Grafana Mimir and Thanos, built from the module proxy into ./bin/scaleout
 # (at the lowest CPU priority: minutes on an idle machine, up to an hour

@@ -65,6 +65,8 @@ require (
 	github.com/xanzy/ssh-agent v0.3.3 // indirect
 	gitlab.com/digitalxero/go-conventional-commit v1.0.7 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
+	k8s.io/api v0.37.1 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 require (
