@@ -101,7 +101,7 @@ func TestSystemdUnitsRunOn239(t *testing.T) {
 			}
 		}
 		if len(u["ExecStart"]) != 1 || strings.Contains(u["ExecStart"][0], "%") {
-			t.Errorf("%s: ExecStart %q: want one command without specifiers (%%d needs systemd 248)", name, u["ExecStart"])
+			t.Errorf("%s: ExecStart %q: want one command without specifiers (%%d needs systemd 251)", name, u["ExecStart"])
 		}
 		if !reflect.DeepEqual(u["User"], []string{"peakline"}) || !reflect.DeepEqual(u["Group"], []string{"peakline"}) {
 			t.Errorf("%s: User %v Group %v, want the packages' peakline user", name, u["User"], u["Group"])
