@@ -5,7 +5,7 @@ LISTEN  ?= 127.0.0.1:8080
 EXAMPLE ?= testdata/ansible/runner-basic
 EVENTS  ?= https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={counter_gte}&counter__lte={counter_lte}
 
-.PHONY: build run test test-short vet bench clean tools dist
+.PHONY: build run test test-short vet bench clean tools dist docs
 
 # Release identity, set into github.com/prometheus/common/version at link
 # time (peakline version, peakline_build_info, the Prometheus buildinfo).
@@ -31,6 +31,12 @@ DIST ?= $(CURDIR)/dist
 dist:
 	$(GO) run ./scripts/dist --out $(DIST) --version '$(VERSION)' --revision '$(REVISION)' \
 		--branch '$(BRANCH)' --build-date '$(BUILD_DATE)'
+
+# The CLI reference, docs/cli, from the commands themselves (make test
+# fails when it is stale: TestCLIDocsCurrent).
+docs: build
+	rm -rf docs/cli
+	$(BIN) docs docs/cli
 
 # Serve the bundled example job (a real ansible-runner tree) on an embedded store.
 run: build
