@@ -130,6 +130,7 @@ func TestDistSums(t *testing.T) {
 		"peakline-" + testVersion + ".linux-amd64.tar.gz",
 		"peakline-" + testVersion + ".oci.tar",
 		"peakline-9.8.7~rc.1-1.x86_64.rpm",
+		"peakline-chart-" + testVersion + ".tgz",
 		"peakline_9.8.7~rc.1_amd64.deb",
 	}
 	if !reflect.DeepEqual(listed, want) {
@@ -410,6 +411,47 @@ func TestDistImage(t *testing.T) {
 		t.Errorf("docker-archive config %v (%v), want the layout's %v", got, err, want)
 	}
 	var _ v1.Image = dimg
+}
+
+// TestDistChart: the packaged chart has the release as its version and
+// appVersion, and (where helm is) lints and renders the release's image.
+func TestDistChart(t *testing.T) {
+	out := runDist(t)
+	tgz := filepath.Join(out, "peakline-chart-"+testVersion+".tgz")
+	f, err := os.Open(tgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := readTar(t, gz)
+	chart := string(files["peakline/Chart.yaml"].data)
+	if !strings.Contains(chart, "\nversion: "+testVersion+"\n") || !strings.Contains(chart, "\nappVersion: \""+testVersion+"\"\n") {
+		t.Errorf("Chart.yaml:\n%s\nwant version and appVersion %s", chart, testVersion)
+	}
+	for _, name := range []string{"peakline/values.yaml", "peakline/templates/serve.yaml", "peakline/templates/agent.yaml", "peakline/templates/openshift.yaml"} {
+		src, err := os.ReadFile(filepath.Join("../..", chartDir, strings.TrimPrefix(name, "peakline/")))
+		if err != nil || !bytes.Equal(src, files[name].data) {
+			t.Errorf("%s differs from the checkout's (%v)", name, err)
+		}
+	}
+	helm, err := filepath.Abs("../../bin/helm")
+	if _, serr := os.Stat(helm); err != nil || serr != nil {
+		helm = needTool(t, "helm")
+	}
+	if out, err := exec.Command(helm, "lint", "--strict", "--kube-version", "1.30.0", tgz).CombinedOutput(); err != nil {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+	rendered, err := exec.Command(helm, "template", "pl", tgz, "--kube-version", "1.30.0").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rendered), "image: ghcr.io/peakline/peakline:"+testVersion+"\n"); n != 2 {
+		t.Errorf("the rendering names the release's image %d times, want 2 (serve and agent)", n)
+	}
 }
 
 // TestDistDeb reads the .deb with dpkg-deb: control fields, conffiles,

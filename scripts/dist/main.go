@@ -1,10 +1,11 @@
 // Command dist builds Peakline's release artifacts (make dist): for each
 // target platform a static binary, a tarball, a .deb and an .rpm (nfpm),
 // then an OCI image index of all platforms (go-containerregistry, no
-// container daemon), and SHA256SUMS of every file it wrote.
+// container daemon), the Helm chart set to the release, and SHA256SUMS of
+// every file it wrote.
 //
-// It runs from the module root and reads the units, example settings and
-// package scripts from deploy/.
+// It runs from the module root and reads the units, example settings,
+// package scripts and the chart from deploy/.
 package main
 
 import (
@@ -135,6 +136,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	written = append(written, imgFiles...)
+	chart, err := writeChart(*out, rel)
+	if err != nil {
+		return err
+	}
+	written = append(written, chart)
+	fmt.Fprintf(stdout, "dist: chart %s\n", filepath.Base(chart))
 	fmt.Fprintf(stdout, "dist: image %s:%s: %s (%s)\n", *image, rel.Version, strings.Join(baseNames(imgFiles), " "), time.Since(start).Round(time.Millisecond))
 	if err := writeSums(filepath.Join(*out, "SHA256SUMS"), written); err != nil {
 		return err
