@@ -413,6 +413,43 @@ func TestDistImage(t *testing.T) {
 	var _ v1.Image = dimg
 }
 
+// TestDistImageSkopeo reads the three image forms with skopeo, a reader
+// of the formats that is not go-containerregistry: it copies each
+// platform out of the OCI layout and the OCI archive (checking every
+// blob's digest) and inspects the docker-archive.
+func TestDistImageSkopeo(t *testing.T) {
+	skopeo := needTool(t, "skopeo")
+	out := runDist(t)
+	inspect := func(ref string, args ...string) map[string]any {
+		t.Helper()
+		b, err := exec.Command(skopeo, append(append([]string{"inspect"}, args...), ref)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("skopeo inspect %s: %v\n%s", ref, err, b)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	layoutRef := "oci:" + filepath.Join(out, "peakline-"+testVersion+".oci") + ":" + testVersion
+	archiveRef := "oci-archive:" + filepath.Join(out, "peakline-"+testVersion+".oci.tar") + ":" + testVersion
+	dockerRef := "docker-archive:" + filepath.Join(out, "peakline-"+testVersion+".linux-amd64.docker.tar")
+	for _, ref := range []string{layoutRef, archiveRef} {
+		dst := t.TempDir()
+		if b, err := exec.Command(skopeo, "copy", "--override-os", "linux", "--override-arch", "amd64", ref, "dir:"+dst).CombinedOutput(); err != nil {
+			t.Fatalf("skopeo copy %s: %v\n%s", ref, err, b)
+		}
+	}
+	for _, ref := range []string{layoutRef, archiveRef, dockerRef} {
+		v := inspect(ref, "--override-os", "linux", "--override-arch", "amd64")
+		labels, _ := v["Labels"].(map[string]any)
+		if v["Architecture"] != "amd64" || v["Os"] != "linux" || labels["org.opencontainers.image.version"] != testVersion {
+			t.Errorf("skopeo inspect %s: %v", ref, v)
+		}
+	}
+}
+
 // TestDistChart: the packaged chart has the release as its version and
 // appVersion, and (where helm is) lints and renders the release's image.
 func TestDistChart(t *testing.T) {
