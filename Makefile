@@ -13,7 +13,7 @@ EVENTS  ?= https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={co
 VERSION    ?= $(shell scripts/version.sh)
 REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
 BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
-BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+BUILD_DATE ?= $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
 VERSION_PKG = github.com/prometheus/common/version
 LDFLAGS    ?= -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
