@@ -260,8 +260,9 @@ func requestBody(r *http.Request, mediaType string, limit int64) (io.ReadCloser,
 // tables and window, tens of KB a request would allocate anew.
 var gzipReaders sync.Pool
 
-// pooledGzip is a gzip reader that goes back to gzipReaders on Close.
-type pooledGzip struct{ *gzip.Reader }
+// pooledGzip is a gzip reader that goes back to gzipReaders on its
+// first Close; it reads nothing after.
+type pooledGzip struct{ zr *gzip.Reader }
 
 // newGzipReader returns a gzip reader of r, reused when one is free.
 func newGzipReader(r io.Reader) (io.ReadCloser, error) {
@@ -273,12 +274,23 @@ func newGzipReader(r io.Reader) (io.ReadCloser, error) {
 		gzipReaders.Put(zr)
 		return nil, err
 	}
-	return pooledGzip{zr}, nil
+	return &pooledGzip{zr}, nil
 }
 
-func (z pooledGzip) Close() error {
-	err := z.Reader.Close()
-	gzipReaders.Put(z.Reader)
+func (z *pooledGzip) Read(p []byte) (int, error) {
+	if z.zr == nil {
+		return 0, errors.New("read of a closed gzip body")
+	}
+	return z.zr.Read(p)
+}
+
+func (z *pooledGzip) Close() error {
+	if z.zr == nil {
+		return nil
+	}
+	err := z.zr.Close()
+	gzipReaders.Put(z.zr)
+	z.zr = nil
 	return err
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -139,6 +141,54 @@ func TestFastNumbersMatchStrconv(t *testing.T) {
 			if s.ok && s.i == len(bad) && !(kind == "float" && (bad == "1.5" || bad == "1e3")) {
 				t.Errorf("%s %q: read whole, want it refused", kind, bad)
 			}
+		}
+	}
+}
+
+// TestGzipReadersReused reads bodies through the pooled gzip readers: a
+// body closed twice puts its reader back once, so two bodies open at
+// once never share one; a body that is not gzip is refused and leaves
+// the pool sound; each body reads exactly what was compressed.
+func TestGzipReadersReused(t *testing.T) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(s))
+		zw.Close()
+		return b.Bytes()
+	}
+	docs := []string{`{"job_id":"a"}`, strings.Repeat(`{"job_id":"b"}`, 5000), ""}
+	for round := range 3 {
+		rc, err := newGzipReader(bytes.NewReader(gz(docs[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := io.ReadAll(rc); err != nil || string(got) != docs[0] {
+			t.Fatalf("round %d: read %q, %v", round, got, err)
+		}
+		rc.Close()
+		rc.Close()
+		if _, err := rc.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a closed body still reads")
+		}
+		if _, err := newGzipReader(strings.NewReader("not gzip")); err == nil {
+			t.Fatal("a body that is not gzip was taken")
+		}
+		var open []io.ReadCloser
+		for _, d := range docs {
+			rc, err := newGzipReader(bytes.NewReader(gz(d)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			open = append(open, rc)
+		}
+		for i, rc := range open {
+			if got, err := io.ReadAll(rc); err != nil || string(got) != docs[i] {
+				t.Fatalf("round %d: body %d read %d bytes (%v), want %d", round, i, len(got), err, len(docs[i]))
+			}
+		}
+		for _, rc := range open {
+			rc.Close()
 		}
 	}
 }
