@@ -79,9 +79,9 @@ type sampler struct {
 	cpuEvery, memEvery, pidsEvery time.Duration
 	emit                          func(liveSample)
 	log                           *slog.Logger
-	// now reads the session's timeline: sample times come from its
-	// at, intervals (a CPU share's) from its monotonic reading, which a
-	// re-anchoring does not move.
+	// now reads the session's timeline: samples are stamped with its
+	// time, and a CPU share's interval is measured on its monotonic
+	// reading, which a re-anchoring of the timeline does not move.
 	now func() instant
 	// events tells of new task starts (nil: no events, no boundaries).
 	events *Events
