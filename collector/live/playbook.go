@@ -75,7 +75,8 @@ func setupCallback(ident string, environ []string, workDir string) (*callbackSet
 		s.remove()
 		return nil, fmt.Errorf("write the callback plugin: %w", err)
 	}
-	s.env = append(callbackEnv(envMap(environ), pluginDir, workDir), EnvJobEventsDir+"="+s.eventsDir)
+	env := envMap(environ)
+	s.env = append(callbackEnv(env, pluginDir, readAnsibleCfg(env, workDir, systemAnsibleCfg)), EnvJobEventsDir+"="+s.eventsDir)
 	return s, nil
 }
 
@@ -111,9 +112,7 @@ func envMap(environ []string) map[string]string {
 // ANSIBLE_CALLBACK_WHITELIST (cores before 2.11; deprecated in 2.11 to
 // 2.14, which warn on every run where it is set, and gone since 2.15) is
 // set only when the user's environment sets it already.
-func callbackEnv(env map[string]string, pluginDir, workDir string) []string {
-	cfg := readAnsibleCfg(env, workDir)
-
+func callbackEnv(env map[string]string, pluginDir string, cfg ansibleCfg) []string {
 	var paths []string
 	if v, ok := env["ANSIBLE_CALLBACK_PLUGINS"]; ok {
 		paths = splitNonEmpty(v, ":")
@@ -202,11 +201,14 @@ func (c ansibleCfg) resolve(p string, env map[string]string) string {
 	return filepath.Clean(p)
 }
 
+// systemAnsibleCfg is the config file Ansible reads when no other is found.
+const systemAnsibleCfg = "/etc/ansible/ansible.cfg"
+
 // readAnsibleCfg finds and reads the config file Ansible uses, first found
 // of: $ANSIBLE_CONFIG (a file, or a directory holding ansible.cfg),
-// ./ansible.cfg unless the directory is world-writable, ~/.ansible.cfg,
-// /etc/ansible/ansible.cfg. An unreadable or missing file gives no keys.
-func readAnsibleCfg(env map[string]string, workDir string) ansibleCfg {
+// workDir/ansible.cfg unless workDir is world-writable, ~/.ansible.cfg,
+// systemPath. An unreadable or missing file gives no keys.
+func readAnsibleCfg(env map[string]string, workDir, systemPath string) ansibleCfg {
 	var candidates []string
 	if p, ok := env["ANSIBLE_CONFIG"]; ok {
 		if p == "~" || strings.HasPrefix(p, "~/") {
@@ -226,7 +228,7 @@ func readAnsibleCfg(env map[string]string, workDir string) ansibleCfg {
 	if home := env["HOME"]; home != "" {
 		candidates = append(candidates, filepath.Join(home, ".ansible.cfg"))
 	}
-	candidates = append(candidates, "/etc/ansible/ansible.cfg")
+	candidates = append(candidates, systemPath)
 	for _, p := range candidates {
 		f, err := os.Open(p)
 		if err != nil {
