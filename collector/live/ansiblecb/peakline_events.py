@@ -86,6 +86,7 @@ class CallbackModule(CallbackBase):
         self._playbook = {}
         self._play = {}
         self._task_uuids = {}
+        self._host_start = {}
         self._ident = os.path.basename(os.path.dirname(self._dir.rstrip('/'))) if self._dir else ''
 
     def _fail(self, e):
@@ -183,13 +184,22 @@ class CallbackModule(CallbackBase):
         # with is_conditional true; so does this callback.
         self._emit('playbook_on_task_start', d, event_uuid=ev_uuid, parent_uuid=self._play.get('play_uuid'))
 
-    def _result(self, event, result, with_res=True, **extra):
+    def _result(self, event, result, with_res=True, timed=False, **extra):
         host = _attr(result, 'host', '_host')
         task = _attr(result, 'task', '_task')
         d = self._task_data(task) if task is not None else {}
         if host is not None:
             d['host'] = host.get_name()
             d['remote_addr'] = getattr(host, 'address', None)
+        if timed:
+            # As ansible-runner: the host's run of the task, from its
+            # runner_on_start to now.
+            start = self._host_start.get(d.get('host'))
+            d['start'] = d['end'] = d['duration'] = None
+            if start is not None:
+                end = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                d['start'], d['end'] = start.isoformat(), end.isoformat()
+                d['duration'] = (end - start).total_seconds()
         if with_res:
             d['res'] = _attr(result, 'result', '_result')
         if task is not None:
@@ -240,23 +250,24 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_start(self, host, task):
         d = self._task_data(task)
         d['host'] = host.get_name()
+        self._host_start[d['host']] = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
         self._emit('runner_on_start', d, parent_uuid=d['task_uuid'])
 
     @_guarded
     def v2_runner_on_ok(self, result):
-        self._result('runner_on_ok', result)
+        self._result('runner_on_ok', result, timed=True)
 
     @_guarded
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        self._result('runner_on_failed', result, ignore_errors=ignore_errors)
+        self._result('runner_on_failed', result, timed=True, ignore_errors=ignore_errors)
 
     @_guarded
     def v2_runner_on_skipped(self, result):
-        self._result('runner_on_skipped', result, with_res=False)
+        self._result('runner_on_skipped', result, with_res=False, timed=True)
 
     @_guarded
     def v2_runner_on_unreachable(self, result):
-        self._result('runner_on_unreachable', result)
+        self._result('runner_on_unreachable', result, timed=True)
 
     @_guarded
     def v2_runner_item_on_ok(self, result):
