@@ -313,14 +313,16 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 }
 
 // noEventsWarning says, once per job, that its samples are not attributed
-// to tasks, why, and what to do.
+// to tasks, why, and what to do: on cfg.Notices, else in the log (not
+// both: on the command line both are stderr).
 func noEventsWarning(cfg *LiveConfig, log *slog.Logger, why string) {
 	msg := "no job events: tasks are not attributed; " + why +
 		"; run ansible-playbook or ansible-runner under collect, or pass --events DIR (a job_events directory)"
-	log.Warn(msg)
 	if cfg.Notices != nil {
 		fmt.Fprintln(cfg.Notices, "peakline collect: WARNING: "+msg)
+		return
 	}
+	log.Warn(msg)
 }
 
 // announcer returns the function that prints the job page URL to

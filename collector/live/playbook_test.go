@@ -328,3 +328,30 @@ func TestCollectWarnsWithoutEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectWarnsWhenPluginCannotBeEnabled: with no writable temporary
+// directory the plugin cannot be written; the command runs all the same
+// and collect says once, at start, that no task is attributed.
+func TestCollectWarnsWhenPluginCannotBeEnabled(t *testing.T) {
+	requireCgroups(t)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	t.Setenv("ANSIBLE_CALLBACKS_ENABLED", "mine")
+	srv := newIngestServer(t)
+	out := filepath.Join(t.TempDir(), "ran")
+	var notices bytes.Buffer
+	cfg := LiveConfig{
+		Server: srv.url(), JobID: "no-plugin", SpoolDir: t.TempDir(),
+		Command: []string{"sh", "-c", `echo "$ANSIBLE_CALLBACKS_ENABLED" > "$0"`, out},
+		Notices: &notices, Logger: testLogger(t),
+	}
+	code, err := collectLive(context.Background(), cfg, testTuning())
+	if err != nil || code != 0 {
+		t.Fatalf("Collect = %d, %v", code, err)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "mine\n" {
+		t.Errorf("the command ran with ANSIBLE_CALLBACKS_ENABLED %q (%v), want it untouched", b, err)
+	}
+	if n := strings.Count(notices.String(), "WARNING: no job events: tasks are not attributed; Peakline's Ansible callback plugin cannot be enabled"); n != 1 {
+		t.Errorf("notices %q: want the warning once", notices.String())
+	}
+}
