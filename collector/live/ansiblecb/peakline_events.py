@@ -27,12 +27,9 @@ import sys
 import threading
 import uuid
 
-from ansible.plugins.callback import CallbackBase
+from collections.abc import Mapping, Sequence
 
-try:
-    from ansible.module_utils.common.json import AnsibleJSONEncoder as _Encoder
-except Exception:  # older cores
-    _Encoder = json.JSONEncoder
+from ansible.plugins.callback import CallbackBase
 
 ENV_DIR = 'PEAKLINE_JOB_EVENTS_DIR'
 # An event file above this size loses its "res": collect reads task starts,
@@ -40,12 +37,25 @@ ENV_DIR = 'PEAKLINE_JOB_EVENTS_DIR'
 MAX_EVENT_BYTES = 1 << 20
 
 
-class _Encode(_Encoder):
+class _Encode(json.JSONEncoder):
+    # Ansible's own encoder (module_utils.common.json.AnsibleJSONEncoder)
+    # is due to be deprecated, with a warning on the user's output; what
+    # reaches a callback is plain data but for these.
     def default(self, o):
-        try:
-            return super(_Encode, self).default(o)
-        except Exception:
-            return str(o)
+        ciphertext = getattr(o, '_ciphertext', None)
+        if ciphertext is not None:  # a vaulted value: never decrypted here
+            if isinstance(ciphertext, bytes):
+                ciphertext = ciphertext.decode('utf-8', 'replace')
+            return {'__ansible_vault': ciphertext}
+        if isinstance(o, (datetime.date, datetime.datetime, datetime.time)):
+            return o.isoformat()
+        if isinstance(o, Mapping):
+            return dict(o)
+        if isinstance(o, (set, frozenset, tuple)) or (isinstance(o, Sequence) and not isinstance(o, (str, bytes))):
+            return list(o)
+        if isinstance(o, bytes):
+            return o.decode('utf-8', 'replace')
+        return str(o)
 
 
 def _now():
