@@ -196,7 +196,7 @@ func TestCollectWarnsWithoutJobEvents(t *testing.T) {
 	if pages := jobPageRE.FindAllStringSubmatch(out, -1); len(pages) != 1 || pages[0][1] != s.URL+"/jobs/plain" {
 		t.Errorf("job page lines %q, want one for %s/jobs/plain:\n%s", pages, s.URL, out)
 	}
-	warn := regexp.MustCompile(`(?m)^peakline collect: WARNING: no job events: tasks are not attributed; the command ran no ansible-playbook; run ansible-playbook or ansible-runner under collect, or pass --events DIR`)
+	warn := regexp.MustCompile(`(?m)^peakline collect: WARNING: no job events: tasks are not attributed; the command is neither ansible-playbook nor ansible-runner; run ansible-playbook or ansible-runner under collect, or pass --events DIR`)
 	if n := len(warn.FindAllString(out, -1)); n != 1 {
 		t.Errorf("the no-events warning appears %d times, want once:\n%s", n, out)
 	}

@@ -163,9 +163,9 @@ func TestCallbackWritesRunnerEvents(t *testing.T) {
 	}
 }
 
-// TestCallbackOneSequence runs two playbooks into one events directory, as
-// a script of two ansible-playbook runs under one collect does: their
-// events make one sequence of counters, and a result over 1 MiB is stored
+// TestCallbackOneSequence runs two playbooks into one events directory (as
+// a playbook that starts ansible-playbook in a task does): their events
+// make one sequence of counters, and a result over 1 MiB is stored
 // without its res.
 func TestCallbackOneSequence(t *testing.T) {
 	requireAnsiblePlaybook(t)

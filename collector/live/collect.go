@@ -52,10 +52,11 @@ type LiveConfig struct {
 	TemplateName string
 	// EventsDir is the job_events directory to follow (--events). By
 	// default `ansible-runner run DIR` commands are recognised and their
-	// artifacts/<ident>/job_events followed; any other command runs with
-	// Peakline's Ansible callback plugin enabled (see setupCallback), so
-	// that the ansible-playbook runs in it write job events to follow.
-	// Samples taken while no task is known get counter 0.
+	// artifacts/<ident>/job_events followed; `ansible-playbook` commands
+	// run with Peakline's Ansible callback plugin enabled (see
+	// setupCallback), which writes job events to follow; other commands
+	// have none, which is warned about. Samples taken while no task is
+	// known get counter 0.
 	EventsDir string
 	// Attach is an existing cgroup to sample until it has no process left
 	// (--attach): its directory, or a cgroup path as in /proc/PID/cgroup.
@@ -227,28 +228,30 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 		ids.tell(ids.id)
 	}
 
-	// Any other command gets Peakline's callback plugin, whose job events
-	// the ansible-playbook runs in it write.
+	// ansible-playbook gets Peakline's callback plugin, which writes the
+	// job events. Any other command has none: a follower of a directory
+	// that stays empty would only hold every sample for Settle.
 	var callback *callbackSetup
 	warnedNoEvents := false
-	if follower == nil {
+	switch {
+	case follower != nil:
+	case isPlaybookCommand(cfg.Command):
 		wd, _ := os.Getwd()
 		callback, err = setupCallback(ids.id, os.Environ(), wd)
 		if err != nil {
 			noEventsWarning(&cfg, log, "Peakline's Ansible callback plugin cannot be enabled ("+err.Error()+")")
 			warnedNoEvents = true
-		} else {
-			defer func() {
-				if err := callback.remove(); err != nil {
-					log.Warn("cannot remove the callback plugin directory", "err", err)
-				}
-			}()
-			follower = newEventFollower(fixedDir(callback.eventsDir), tune.now, log)
-			if !isPlaybookCommand(cfg.Command) {
-				log.Info("the command is not ansible-playbook or ansible-runner; following the job events of the ansible-playbook runs it starts, if any",
-					"command", cfg.Command[0])
-			}
+			break
 		}
+		defer func() {
+			if err := callback.remove(); err != nil {
+				log.Warn("cannot remove the callback plugin directory", "err", err)
+			}
+		}()
+		follower = newEventFollower(fixedDir(callback.eventsDir), tune.now, log)
+	default:
+		noEventsWarning(&cfg, log, "the command is neither ansible-playbook nor ansible-runner")
+		warnedNoEvents = true
 	}
 
 	layout, err := cgroup.Detect(tune.cgroupRoot)
@@ -303,10 +306,8 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 			noEventsWarning(&cfg, log, "none arrived in --events "+cfg.EventsDir)
 		case isRunner:
 			noEventsWarning(&cfg, log, "ansible-runner wrote none that collect found")
-		case isPlaybookCommand(cfg.Command):
-			noEventsWarning(&cfg, log, "ansible-playbook wrote none through Peakline's callback plugin (it ended before its playbook started, or ANSIBLE_CALLBACKS_ENABLED was changed under it)")
 		default:
-			noEventsWarning(&cfg, log, "the command ran no ansible-playbook")
+			noEventsWarning(&cfg, log, "ansible-playbook wrote none through Peakline's callback plugin (it ended before its playbook started, or ANSIBLE_CALLBACKS_ENABLED was changed under it)")
 		}
 	}
 	return code, nil

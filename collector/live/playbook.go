@@ -21,8 +21,7 @@ var callbackPlugin []byte
 const callbackName = "peakline_events"
 
 // EnvJobEventsDir tells the callback plugin which job_events directory to
-// write; it is set for every command collect runs that is not
-// ansible-runner and has no --events.
+// write; collect sets it for ansible-playbook commands.
 const EnvJobEventsDir = "PEAKLINE_JOB_EVENTS_DIR"
 
 // isPlaybookCommand reports whether argv runs ansible-playbook directly

@@ -274,35 +274,47 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	}
 }
 
-// TestCollectWarnsWithoutEvents runs a command that starts no playbook:
-// collect says once that no task is attributed and what to do, and the
-// command got the plugin's environment all the same.
+// fakePlaybook writes an executable named ansible-playbook that records
+// the callback environment it was given into out and writes no event.
+func fakePlaybook(t *testing.T, out string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ansible-playbook")
+	script := "#!/bin/sh\nprintf '%s\\n%s\\n%s\\n' \"$ANSIBLE_CALLBACKS_ENABLED\" \"$ANSIBLE_CALLBACK_PLUGINS\" \"$" + EnvJobEventsDir + "\" > " + out + "\nsleep 0.3\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCollectWarnsWithoutEvents: an ansible-playbook that writes no event
+// got the plugin's environment, and collect says once at the end that no
+// task is attributed; a command that is neither ansible-playbook nor
+// ansible-runner gets no plugin, and the warning at once.
 func TestCollectWarnsWithoutEvents(t *testing.T) {
 	requireCgroups(t)
 	srv := newIngestServer(t)
+	t.Setenv("ANSIBLE_CALLBACKS_ENABLED", "mine")
+	collect := func(job string, command ...string) []string {
+		t.Helper()
+		var notices bytes.Buffer
+		cfg := LiveConfig{Server: srv.url(), JobID: job, SpoolDir: t.TempDir(), Command: command, Notices: &notices, Logger: testLogger(t)}
+		code, err := collectLive(context.Background(), cfg, testTuning())
+		if err != nil || code != 0 {
+			t.Fatalf("Collect = %d, %v", code, err)
+		}
+		lines := strings.Split(strings.TrimSpace(notices.String()), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("notices %q, want the job page and one warning", notices.String())
+		}
+		return lines
+	}
+
 	out := filepath.Join(t.TempDir(), "env")
-	var notices bytes.Buffer
-	cfg := LiveConfig{
-		Server:   srv.url(),
-		JobID:    "no events/here",
-		SpoolDir: t.TempDir(),
-		Command: []string{"sh", "-c", `printf '%s\n%s\n%s\n' "$ANSIBLE_CALLBACKS_ENABLED" "$ANSIBLE_CALLBACK_PLUGINS" "$` + EnvJobEventsDir + `" > "$0"; sleep 0.3`,
-			out},
-		Notices: &notices,
-		Logger:  testLogger(t),
-	}
-	code, err := collectLive(context.Background(), cfg, testTuning())
-	if err != nil || code != 0 {
-		t.Fatalf("Collect = %d, %v", code, err)
-	}
-	lines := strings.Split(strings.TrimSpace(notices.String()), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("notices %q, want the job page and one warning", notices.String())
-	}
+	lines := collect("no events/here", fakePlaybook(t, out), "-i", "inventory", "site.yml")
 	if want := "peakline collect: job page " + srv.url() + "/jobs/no%20events%2Fhere"; lines[0] != want {
 		t.Errorf("first notice %q, want %q", lines[0], want)
 	}
-	for _, part := range []string{"WARNING: no job events: tasks are not attributed", "the command ran no ansible-playbook", "--events DIR"} {
+	for _, part := range []string{"WARNING: no job events: tasks are not attributed", "ansible-playbook wrote none through Peakline's callback plugin", "--events DIR"} {
 		if !strings.Contains(lines[1], part) {
 			t.Errorf("warning %q does not say %q", lines[1], part)
 		}
@@ -312,12 +324,21 @@ func TestCollectWarnsWithoutEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(env) != 3 || !strings.HasSuffix(env[0], "peakline_events") || !strings.HasSuffix(env[2], "/artifacts/no events_here/job_events") ||
+	if len(env) != 3 || env[0] != "mine,peakline_events" || !strings.HasSuffix(env[2], "/artifacts/no events_here/job_events") ||
 		!strings.HasPrefix(env[1], filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(env[2]))), "plugins")+":") {
 		t.Errorf("the command's callback environment: %q", env)
 	}
 	if _, err := os.Stat(env[2]); err == nil {
 		t.Errorf("the callback directory %s outlived the job", env[2])
+	}
+
+	out = filepath.Join(t.TempDir(), "plain")
+	lines = collect("plain", "sh", "-c", `echo "$ANSIBLE_CALLBACKS_ENABLED" > "$0"`, out)
+	if !strings.Contains(lines[1], "WARNING: no job events: tasks are not attributed; the command is neither ansible-playbook nor ansible-runner") {
+		t.Errorf("warning %q", lines[1])
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "mine\n" {
+		t.Errorf("a plain command ran with ANSIBLE_CALLBACKS_ENABLED %q (%v), want it untouched", b, err)
 	}
 	if len(srv.got()) == 0 {
 		t.Errorf("no samples sent")
@@ -341,14 +362,14 @@ func TestCollectWarnsWhenPluginCannotBeEnabled(t *testing.T) {
 	var notices bytes.Buffer
 	cfg := LiveConfig{
 		Server: srv.url(), JobID: "no-plugin", SpoolDir: t.TempDir(),
-		Command: []string{"sh", "-c", `echo "$ANSIBLE_CALLBACKS_ENABLED" > "$0"`, out},
+		Command: []string{fakePlaybook(t, out), "site.yml"},
 		Notices: &notices, Logger: testLogger(t),
 	}
 	code, err := collectLive(context.Background(), cfg, testTuning())
 	if err != nil || code != 0 {
 		t.Fatalf("Collect = %d, %v", code, err)
 	}
-	if b, err := os.ReadFile(out); err != nil || string(b) != "mine\n" {
+	if b, err := os.ReadFile(out); err != nil || !strings.HasPrefix(string(b), "mine\n") {
 		t.Errorf("the command ran with ANSIBLE_CALLBACKS_ENABLED %q (%v), want it untouched", b, err)
 	}
 	if n := strings.Count(notices.String(), "WARNING: no job events: tasks are not attributed; Peakline's Ansible callback plugin cannot be enabled"); n != 1 {

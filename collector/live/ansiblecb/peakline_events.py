@@ -111,8 +111,9 @@ class CallbackModule(CallbackBase):
             pass
 
     def _next_counter(self):
-        # The counter lives in a file so that the playbooks of one job
-        # (a script running several) number their events on one sequence.
+        # The counter lives in a file so that every ansible-playbook
+        # writing to the directory (one started by a task inherits the
+        # environment) numbers its events on the job's one sequence.
         fd = os.open(os.path.join(self._dir, '.counter'), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
