@@ -69,6 +69,15 @@ func (s *Server) graph(c echo.Context) error {
 	}
 	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
 	p.Measured = job.Info.Measured
+	p.Status, p.ReportedStatus = jobState(job.Info.Status), job.Info.Status
+	if stateEnded(p.Status) {
+		// The whole job's end, whatever the window (cached per job).
+		sum, err := s.store.Summary(c.Request().Context(), jobID)
+		if err != nil {
+			return err
+		}
+		p.End = sum.LastMs
+	}
 	return c.JSON(http.StatusOK, p)
 }
 

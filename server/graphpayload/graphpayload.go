@@ -89,6 +89,15 @@ type Payload struct {
 	// "cgroup" or "process-tree" (sums over the job's processes; the job
 	// page notes it). The server fills it in.
 	Measured string `json:"measured,omitempty"`
+	// Status is the job's state: running, successful, failed, canceled
+	// or unknown; ReportedStatus the status its sender reported, when
+	// it did (e.g. AWX's "error" for a failed job). End is when the job
+	// ended (unix ms: the last time it shows, see tsdb.Job.Span), set
+	// only when its status says it ended: a running job, or one of
+	// unknown status, has no end. The server fills them in.
+	Status         string `json:"status,omitempty"`
+	ReportedStatus string `json:"reported_status,omitempty"`
+	End            int64  `json:"end,omitempty"`
 }
 
 // SeriesPlot is the downsampled line of one resource.

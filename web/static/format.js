@@ -56,9 +56,19 @@ export function fmtDate(ms) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
-// fmtDateTime renders a unix-ms time as local "YYYY-MM-DD HH:MM:SS".
+// fmtZone names the browser's time zone at a unix-ms time by its offset
+// from UTC: "UTC", "UTC+1", "UTC−3", "UTC+5:30".
+export function fmtZone(ms) {
+  const off = -new Date(ms).getTimezoneOffset(); // minutes east of UTC
+  if (off === 0) return 'UTC';
+  const a = Math.abs(off);
+  return `UTC${off > 0 ? '+' : '−'}${Math.floor(a / 60)}${a % 60 ? `:${pad(a % 60)}` : ''}`;
+}
+
+// fmtDateTime renders a unix-ms time as local "YYYY-MM-DD HH:MM:SS" and
+// its zone: "2026-12-02 01:05:33 UTC+1".
 export function fmtDateTime(ms) {
-  return `${fmtDate(ms)} ${fmtClock(ms)}`;
+  return `${fmtDate(ms)} ${fmtClock(ms)} ${fmtZone(ms)}`;
 }
 
 // fmtDuration renders milliseconds for people: "850 ms", "5.9 s",
