@@ -80,6 +80,11 @@ type Payload struct {
 	Series    []SeriesPlot  `json:"series"`
 	Tasks     []TaskSummary `json:"tasks"`
 	EventsURL string        `json:"events_url,omitempty"`
+	// JobURL is the AWX UI page of the job's output (serve
+	// --awx-ui-url), the page an operator reads a task's events on;
+	// left out when not configured or the job is no AWX job. The
+	// server fills it in.
+	JobURL string `json:"job_url,omitempty"`
 	// The job's template, when it has one (left out otherwise), so the
 	// job page can show how the run compares with the template's other
 	// runs. BuildGraph leaves them empty: the server fills them in.
@@ -124,6 +129,7 @@ type TaskList struct {
 	JobID     string        `json:"job_id"`
 	Tasks     []TaskSummary `json:"tasks"`
 	EventsURL string        `json:"events_url,omitempty"`
+	JobURL    string        `json:"job_url,omitempty"` // as Payload.JobURL
 }
 
 // EventRange is the counter range of a task's job events.

@@ -105,16 +105,19 @@ export function awxEventsPath(jobId, gte, lte) {
 }
 
 // taskEvents says where a task's job events are: {known: false} when its
-// counter is unknown (0), else the counter range with the filled-in
-// template URL (url is null without a template) and the AWX API path.
-export function taskEvents(task, template, jobId) {
+// counter is unknown (0), else the counter range, the link to open (url:
+// the AWX UI's job output page, jobURL, when the server has one, else
+// the filled-in events template; null without either; output tells
+// which) and the AWX API path.
+export function taskEvents(task, template, jobId, jobURL) {
   if (!task || !task.events || !(task.counter > 0)) return { known: false };
   const gte = task.events.counter_gte;
   const lte = task.events.counter_lte;
-  const url = template
+  const search = template
     ? template.replaceAll('{counter_gte}', String(gte)).replaceAll('{counter_lte}', String(lte))
     : null;
-  return { known: true, gte, lte, url, path: awxEventsPath(jobId, gte, lte) };
+  const url = jobURL || search;
+  return { known: true, gte, lte, url, output: !!jobURL, path: awxEventsPath(jobId, gte, lte) };
 }
 
 // el builds an element: el('a', {href: u, class: 'x'}, 'text', child…).

@@ -67,7 +67,7 @@ function taskAt(counter, t) {
   return task && t <= task.end ? task : null;
 }
 
-const events = (task) => taskEvents(task, state.payload && state.payload.events_url, jobId);
+const events = (task) => taskEvents(task, state.payload && state.payload.events_url, jobId, state.payload && state.payload.job_url);
 
 const charts = new ChartStack($('charts'), {
   taskAt,
@@ -99,7 +99,8 @@ function eventsBlock(ev, task) {
       `${fmtClock(task.start, true)} – ${fmtClock(task.end, true)}).`);
   }
   if (ev.url) {
-    return el('p', {}, el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link button' }, `Open job events ${ev.gte}–${ev.lte} ↗`));
+    return el('p', {}, el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link button' },
+      ev.output ? `Open the AWX job output (events ${ev.gte}–${ev.lte}) ↗` : `Open job events ${ev.gte}–${ev.lte} ↗`));
   }
   const btn = el('button', { type: 'button', class: 'copy' }, 'Copy');
   btn.addEventListener('click', async () => { btn.textContent = (await copyText(ev.path)) ? 'Copied' : 'Copy failed'; });
@@ -320,7 +321,7 @@ function renderPeaks(p) {
     const ev = events(task);
     let link;
     if (!ev.known) link = el('span', { class: 'muted' }, 'events unknown');
-    else if (ev.url) link = el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link' }, `events ${ev.gte}–${ev.lte} ↗`);
+    else if (ev.url) link = el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link', title: ev.output ? 'in the AWX job output' : null }, `events ${ev.gte}–${ev.lte} ↗`);
     else link = el('button', { type: 'button', class: 'linkish', onclick: () => pick({ resource: r, ...s.peak, task, peak: true }) }, `events ${ev.gte}–${ev.lte}`);
     cards.push(el('div', { class: `peak-card ${r}`, dataset: { resource: r } },
       el('div', { class: 'peak-head' }, el('span', { class: `swatch ${r}` }), `Peak ${RESOURCES[r].label}`),

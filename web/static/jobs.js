@@ -38,7 +38,7 @@ function row(j) {
   return el('tr', { dataset: { job: j.job_id, state: j.status || 'unknown' } },
     el('td', { class: 'name' }, el('a', { href: `/jobs/${pathSegment(j.job_id)}` }, j.job_id),
       live ? el('span', { class: 'live' }, 'live') : null),
-    el('td', { class: 'status' }, stateBadge(j.status, j.reported_status)),
+    el('td', { class: 'job-state' }, stateBadge(j.status, j.reported_status)),
     el('td', { class: 'template' }, j.template_id
       ? el('a', { href: templateURL(j.template_id), title: `template ${j.template_id}` }, j.template_name || `template ${j.template_id}`)
       : el('span', { class: 'muted' }, '–')),
