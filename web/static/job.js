@@ -346,7 +346,7 @@ function renderTemplate() {
     parts.push(' · ', el('span', { class: 'regression-text' }, `${regs.length} regression${regs.length === 1 ? '' : 's'}: `),
       regs.map(({ task, reg }) => `${task.name} ${regressionText(reg)}`).join(', '));
   } else if (state.history) {
-    parts.push(el('span', { class: 'muted' }, state.history.enough ? ' · no regressions in this run' : ' · too few runs to compare'));
+    parts.push(el('span', { class: 'muted' }, state.history.enough ? ' · no regressions in this run' : ` · too few runs up to this one to compare (${state.history.runs} of ${state.history.minRuns} needed)`));
   }
   box.replaceChildren(...parts);
   box.hidden = false;
@@ -369,7 +369,9 @@ async function loadHistory() {
   state.history = {
     usual: usualOf(h, jobId),
     regressions: jobRegressions(h, jobId),
-    enough: (h.runs || []).length > 3,
+    enough: (h.runs || []).length > (h.min_others ?? 3),
+    runs: (h.runs || []).length,
+    minRuns: (h.min_others ?? 3) + 1,
   };
   if (!state.template.name && h.template_name) state.template.name = h.template_name;
   debug.history = { runs: (h.runs || []).length, tasks: state.history.usual.size, regressions: state.history.regressions.length };
