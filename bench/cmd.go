@@ -20,11 +20,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/peakline/peakline/bench/workload"
+	"github.com/peakline/peakline/collector/progress"
 )
 
 // Command is `peakline bench` and its subcommands.
@@ -81,16 +81,14 @@ func (c *common) finish(cmd *cobra.Command, r *Report, started time.Time) error 
 	return r.writeFiles(c.jsonPath, c.svgPath)
 }
 
-// bar is a progress bar on stderr over total steps.
-func (c *common) bar(cmd *cobra.Command, total int, what string) *progressbar.ProgressBar {
+// bar reports progress over total steps on stderr (package progress: a
+// bar on a terminal, plain lines elsewhere).
+func (c *common) bar(cmd *cobra.Command, total int, what string) *progress.Bar {
 	var w io.Writer = cmd.ErrOrStderr()
 	if c.quiet {
 		w = io.Discard
 	}
-	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	return progress.New(w, total, what, progress.Options{Unit: "steps"})
 }
 
 // parseSizes reads a comma-separated list of counts (1e3,1e6).

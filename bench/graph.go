@@ -176,13 +176,13 @@ func runGraph(cmd *cobra.Command, f *graphFlags) error {
 		if err := storeJob(ctx, g.dir, st); err != nil {
 			return err
 		}
-		_ = bar.Add(1)
+		bar.Add(1)
 		bar.Describe("graph: " + workload.JobName(size, f.tasks))
-		if err := graphSize(ctx, f, g, r, curves, func() { _ = bar.Add(1) }); err != nil {
+		if err := graphSize(ctx, f, g, r, curves, func() { bar.Add(1) }); err != nil {
 			return fmt.Errorf("job of %s samples: %w", workload.SizeName(size), err)
 		}
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	xs := make([]float64, len(sizes))
 	for i, s := range sizes {
 		xs[i] = float64(s)

@@ -183,10 +183,10 @@ func runIngest(cmd *cobra.Command, f *ingestFlags) error {
 				}
 				best.failedSends += res.failedSends
 			}
-			_ = bar.Add(1)
+			bar.Add(1)
 		}
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	asIs, onGrid, err := xorBreakdown(spec.jobStreams()[0])
 	if err != nil {
 		return err

@@ -109,9 +109,9 @@ func runSeries(cmd *cobra.Command, f *seriesFlags) error {
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
 		got[sv.name] = m
-		_ = bar.Add(1)
+		bar.Add(1)
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	return f.seriesReport(cmd, started, set, got)
 }
 

@@ -148,7 +148,7 @@ func runSoak(cmd *cobra.Command, f *soakFlags) error {
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
-		stats = sampleProc(loadCtx, p.pid(), f.statsInterval, func() { _ = bar.Set(int(time.Since(started) / time.Second)) })
+		stats = sampleProc(loadCtx, p.pid(), f.statsInterval, func() { bar.Set(int(time.Since(started) / time.Second)) })
 	}()
 	var wg sync.WaitGroup
 	for slot := range f.jobs {
@@ -210,7 +210,7 @@ func runSoak(cmd *cobra.Command, f *soakFlags) error {
 	}
 	wg.Wait()
 	<-statsDone
-	_ = bar.Finish()
+	bar.Finish()
 	if len(s.errs) > 0 {
 		return fmt.Errorf("soak: %d errors, the first: %w\n%s", len(s.errs), s.errs[0], p.logs)
 	}
@@ -452,7 +452,7 @@ func (s *soakRun) idlePhase(ctx context.Context, cmd *cobra.Command, n int, what
 				}
 				idle, cached = append(idle, d), append(cached, dc)
 				mu.Unlock()
-				_ = bar.Add(1)
+				bar.Add(1)
 				time.Sleep(s.f.graphPause)
 			}
 		}()
