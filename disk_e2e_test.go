@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/tsdb/disktest"
 )
 
@@ -25,7 +28,7 @@ type diskIngest struct {
 
 type ingestAnswer struct {
 	code       int
-	retryAfter string
+	retryAfter time.Duration
 	msg        string
 }
 
@@ -39,24 +42,21 @@ func (d *diskIngest) post(url string, i int) ingestAnswer {
 	for k := range ts {
 		ts[k], vs[k] = startMs+int64(k)*10, math.Round(rng.Float64()*40000)/100
 	}
-	body, _ := json.Marshal(map[string]any{
-		"job_id": job,
-		"tasks":  []map[string]any{{"counter": 3, "uuid": "u-" + job, "name": "fill", "start": startMs}},
-		"series": []map[string]any{{"resource": "cpu", "counter": 3, "uuid": "u-" + job, "task": "fill", "t": ts, "v": vs}},
-	})
-	resp, err := http.Post(url+"/api/v1/ingest", "application/json", strings.NewReader(string(body)))
-	if err != nil {
+	b := &ship.Batch{
+		JobID:  job,
+		Tasks:  []ship.Task{{Counter: 3, UUID: "u-" + job, Name: "fill", StartMs: startMs}},
+		Series: []ship.Series{{Resource: "cpu", Counter: 3, UUID: "u-" + job, Task: "fill", Ts: ts, Vs: vs}},
+	}
+	err := (&ship.Client{BaseURL: url}).Send(context.Background(), b)
+	if err == nil {
+		d.acked = append(d.acked, job)
+		return ingestAnswer{code: http.StatusOK}
+	}
+	var se *ship.StatusError
+	if !errors.As(err, &se) {
 		d.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var e struct {
-		Error string `json:"error"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&e)
-	if resp.StatusCode == http.StatusOK {
-		d.acked = append(d.acked, job)
-	}
-	return ingestAnswer{resp.StatusCode, resp.Header.Get("Retry-After"), e.Error}
+	return ingestAnswer{se.StatusCode, se.RetryAfter, se.Message}
 }
 
 // untilRefused posts new jobs until one is not taken.
@@ -126,7 +126,7 @@ func TestServeDiskFull(t *testing.T) {
 	filler := disktest.Fill(t, mnt, 12<<20)
 	d := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli()} // the head's window: the log
 	a := d.untilRefused(s.URL)
-	if a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
+	if a.code != http.StatusInsufficientStorage || a.retryAfter == 0 || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
 		t.Fatalf("ingest on a full disk: %+v, want 507 with Retry-After naming --min-free-disk", a)
 	}
 	if len(d.acked) == 0 {
@@ -176,7 +176,7 @@ func TestServeWALWriteFailure(t *testing.T) {
 	s := serve(t, "--data", data, "--min-free-disk", "0")
 	filler := disktest.Fill(t, mnt, 4<<20+31108)
 	d := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli()} // the head's window: the log
-	if a := d.untilRefused(s.URL); a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.msg, "no space left on device") {
+	if a := d.untilRefused(s.URL); a.code != http.StatusServiceUnavailable || a.retryAfter == 0 || !strings.Contains(a.msg, "no space left on device") {
 		t.Fatalf("ingest on a full disk without the rule: %+v, want 503 with Retry-After for no space left", a)
 	}
 	before := len(d.acked)
@@ -216,7 +216,7 @@ func TestServeBackfillDiskFull(t *testing.T) {
 	filler := disktest.Fill(t, mnt, 28<<20)
 	old := &diskIngest{t: t, base0: time.Now().Add(-48 * time.Hour).UnixMilli()}
 	recent := &diskIngest{t: t, base0: time.Now().Add(-2 * time.Hour).UnixMilli(), next: 1}
-	if a := old.post(s.URL, 0); a.code != http.StatusInsufficientStorage || a.retryAfter == "" || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
+	if a := old.post(s.URL, 0); a.code != http.StatusInsufficientStorage || a.retryAfter == 0 || !strings.Contains(a.msg, "--min-free-disk 8.0MiB") {
 		t.Fatalf("old job on a nearly full disk: %+v, want 507 with Retry-After naming --min-free-disk", a)
 	}
 	recent.more(s.URL, 5)

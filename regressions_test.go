@@ -132,8 +132,8 @@ func TestRegressionsExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	secured := serve(t, "--data", t.TempDir(), "--auth-file", authFile)
-	usage("server answered 401 Unauthorized: authentication required", "--server", secured.URL, "--template", "7")
-	usage("server answered 401 Unauthorized: authentication failed", "--server", secured.URL, "--template", "7", "--token-file", badTok)
+	usage("401 Unauthorized: authentication required", "--server", secured.URL, "--template", "7")
+	usage("401 Unauthorized: authentication failed", "--server", secured.URL, "--template", "7", "--token-file", badTok)
 }
 
 // serve --regression-factor sets the rule's factor: 3.18 times the usual
