@@ -109,7 +109,7 @@ func promLabels(ls labels.Labels) string {
 	return m.String()
 }
 
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // queryTime renders a sample time: RFC 3339 in UTC, to the millisecond.
 func queryTime(ms int64) string {
@@ -141,4 +141,14 @@ func (q queryOut) write(w io.Writer) (int, error) {
 		}
 	}
 	return len(q.series), err
+}
+
+// printQuery writes the answer to out, or, when no series matched (an
+// empty vector or matrix), says so on errOut.
+func printQuery(out, errOut io.Writer, q queryOut, expr string) error {
+	n, err := q.write(out)
+	if err == nil && n == 0 && (q.kind == "vector" || q.kind == "matrix") {
+		_, err = fmt.Fprintf(errOut, "no series matched %s\n", expr)
+	}
+	return err
 }

@@ -82,11 +82,11 @@ func runDownsample(cmd *cobra.Command, f *downsampleFlags) error {
 	shapes := strings.Split(f.shapes, ",")
 	for _, s := range shapes {
 		if !slices.Contains(workload.Shapes, s) {
-			return fmt.Errorf("--shapes: %q is not one of %s", s, strings.Join(workload.Shapes, ", "))
+			return usagef("--shapes: %q is not one of %s", s, strings.Join(workload.Shapes, ", "))
 		}
 	}
 	if f.rounds < 1 {
-		return fmt.Errorf("--rounds: must be at least 1, got %d", f.rounds)
+		return usagef("--rounds: must be at least 1, got %d", f.rounds)
 	}
 	algos := downsample.Names()
 	r := &Report{Title: "downsample: Peakline's algorithms vs go-lttb"}

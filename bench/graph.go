@@ -148,10 +148,10 @@ func runGraph(cmd *cobra.Command, f *graphFlags) error {
 		return err
 	}
 	if f.points < 2 || f.points > 10000 {
-		return fmt.Errorf("--points: must be between 2 and 10000, got %d", f.points)
+		return usagef("--points: must be between 2 and 10000, got %d", f.points)
 	}
 	if f.warm < 1 || f.cold < 1 {
-		return fmt.Errorf("--warm and --cold: must be at least 1")
+		return usagef("--warm and --cold: must be at least 1")
 	}
 	if f.remote {
 		return runGraphRemote(cmd, f, sizes, started)

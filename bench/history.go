@@ -80,7 +80,7 @@ func runHistory(cmd *cobra.Command, f *historyFlags) error {
 		f.requests = 10
 	}
 	if f.runs < 1 || f.runs > 100 || f.tasks < 1 || f.samples < f.tasks || f.requests < 1 {
-		return fmt.Errorf("--runs (1 to 100), --tasks (>= 1), --samples (>= --tasks) and --requests (>= 1): got %d, %d, %d, %d", f.runs, f.tasks, f.samples, f.requests)
+		return usagef("--runs (1 to 100), --tasks (>= 1), --samples (>= --tasks) and --requests (>= 1): got %d, %d, %d, %d", f.runs, f.tasks, f.samples, f.requests)
 	}
 	dir, err := os.MkdirTemp("", "peakline-bench-history-")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -116,7 +115,7 @@ func runSoak(cmd *cobra.Command, f *soakFlags) error {
 		}
 	}
 	if f.jobs < 1 || f.tasks < 1 || f.graphWorkers < 0 || f.duration <= 0 || f.jobLength <= 0 || f.flush <= 0 {
-		return errors.New("--jobs, --tasks, --duration, --job-length and --flush: must be positive")
+		return usagef("--jobs, --tasks, --duration, --job-length and --flush: must be positive")
 	}
 	dir, err := os.MkdirTemp("", "peakline-bench-soak-")
 	if err != nil {
