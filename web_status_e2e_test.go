@@ -125,6 +125,23 @@ func TestWebStatus(t *testing.T) {
 	}
 	tab.checkProblems(t)
 
+	// The template page tells a small ?last window from a template with
+	// few runs: its five runs are enough, the last two are not.
+	tp := webOpenTab(t, browser)
+	tp.navigate(t, srv.URL+"/templates/55?last=2")
+	tp.poll(t, `window.peakline && window.peakline.ready`)
+	msg := webEval[string](t, tp, `document.getElementById('status').textContent`)
+	link := webEval[string](t, tp, `(document.querySelector('#status a') || {getAttribute: () => ''}).getAttribute('href')`)
+	if !strings.Contains(msg, "only the last 2 of the template's 5 runs") || link != "/templates/55?last=5" {
+		t.Errorf("template page with ?last=2 says %q, links %q; want the window named and a link to the last 5", msg, link)
+	}
+	tp.navigate(t, srv.URL+"/templates/55")
+	tp.poll(t, `window.peakline && window.peakline.ready && window.peakline.runs === 5`)
+	if msg := webEval[string](t, tp, `document.getElementById('status').hidden ? '' : document.getElementById('status').textContent`); msg != "" {
+		t.Errorf("template page of 5 runs says %q, want nothing about too few runs", msg)
+	}
+	tp.checkProblems(t)
+
 	// The job pages.
 	page := func(id string) *webTab {
 		t.Helper()
