@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -55,8 +55,8 @@ func TestExitCodes(t *testing.T) {
 		semanticNames string
 	}
 	commands := map[string]command{
-		"import": {args: []string{"import", "--data", data, "testdata/ansible/runner-basic"}, typedFlag: "--max-file-size", env: "PEAKLINE_MAX_FILE_SIZE",
-			semantic: []string{"import", "testdata/ansible/runner-basic"}, semanticNames: "--data or --server"},
+		"import": {args: []string{"import", "--data", data, "../testdata/ansible/runner-basic"}, typedFlag: "--max-file-size", env: "PEAKLINE_MAX_FILE_SIZE",
+			semantic: []string{"import", "../testdata/ansible/runner-basic"}, semanticNames: "--data or --server"},
 		"collect": {args: []string{"collect", "--server", "http://127.0.0.1:1", "--", "true"}, typedFlag: "--poll-interval", env: "PEAKLINE_POLL_INTERVAL",
 			semantic: []string{"collect", "--", "true"}, semanticNames: "--server"},
 		"query": {args: []string{"query", "--data", data, "up"}, typedFlag: "--step", env: "PEAKLINE_STEP",
@@ -135,7 +135,7 @@ func TestImportProgressPlain(t *testing.T) {
 		if target == "--server" {
 			dest = serve(t, "--data", dest).URL
 		}
-		code, stdout, stderr := runExit(t, nil, "import", target, dest, "testdata/ansible/runner-basic", "testdata/ansible/runner-loops")
+		code, stdout, stderr := runExit(t, nil, "import", target, dest, "../testdata/ansible/runner-basic", "../testdata/ansible/runner-loops")
 		if code != 0 {
 			t.Fatalf("import %s: %d\n%s%s", target, code, stdout, stderr)
 		}
@@ -144,7 +144,7 @@ func TestImportProgressPlain(t *testing.T) {
 			t.Fatalf("import %s wrote a carriage return or an escape sequence:\n%q", target, all)
 		}
 		for _, tree := range []string{"runner-basic", "runner-loops"} {
-			re := regexp.MustCompile(`(?m)^reading testdata/ansible/` + tree + `: (\d+) of (\d+) files \(100%\), done in `)
+			re := regexp.MustCompile(`(?m)^reading \.\./testdata/ansible/` + tree + `: (\d+) of (\d+) files \(100%\), done in `)
 			m := re.FindStringSubmatch(stderr)
 			if m == nil || m[1] != m[2] {
 				t.Errorf("import %s: no plain line for %s:\n%s", target, tree, stderr)
