@@ -103,6 +103,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(regressionsCommand())
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
+	root.AddCommand(versionCommand())
 	usageExits(root)
 	return root
 }
