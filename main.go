@@ -452,6 +452,13 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 	if opts.JobID != "" && len(paths) > 1 {
 		return nil, usageError("--job: names one job, but several paths were given")
 	}
+	// Every path is checked before any is read: a stray file among
+	// them (a README beside the runs of a glob) fails the import at once.
+	for _, p := range paths {
+		if err := checkImportPath(p); err != nil {
+			return nil, err
+		}
+	}
 	var all []*ansible.Job
 	for _, p := range paths {
 		if j, ok, err := readKeptJob(p, opts.MaxFileBytes); ok || err != nil { // reattr.go
@@ -478,6 +485,27 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 		all = append(all, jobs...)
 	}
 	return all, nil
+}
+
+// checkImportPath tells whether import can read path: a tree of one of
+// ansible.Read's layouts, or a regular file of JSON ingest batches (a kept
+// file), which starts with '{'.
+func checkImportPath(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return ansible.CheckTree(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 512)
+	n, _ := f.Read(b)
+	if first := bytes.TrimLeft(b[:n], " \t\r\n"); len(first) == 0 || first[0] != '{' {
+		return fmt.Errorf("cannot import %q: it is a file, not an ansible-runner, cgroup_perf_recap or AWX profiling tree (a directory) nor a file of JSON ingest batches; nothing was imported", path)
+	}
+	return nil
 }
 
 // newBar reports the progress of a long operation over total units on
