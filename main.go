@@ -343,11 +343,7 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 				}
 			}
 			if awxCfg.URL != "" && len(paths) == 0 {
-				var rt http.RoundTripper
-				if tr != nil {
-					rt = tr
-				}
-				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: rt, awx: awxCfg,
+				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: tr, awx: awxCfg,
 					reattr: awx.ReattrOptions{JobFlag: jobID, TemplateID: templateID, TemplateName: templateName, Keep: keep, Force: force}},
 					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}

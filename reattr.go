@@ -27,8 +27,8 @@ import (
 // reattrOptions are the flags of import --awx-url without a PATH.
 type reattrOptions struct {
 	dataDir, serverURL string
-	tokenFile          string // --token-file, named in refusals
-	transport          http.RoundTripper
+	tokenFile          string          // --token-file, named in refusals
+	transport          *ship.Transport // of --server
 	awx                awx.Config
 	reattr             awx.ReattrOptions
 }
@@ -129,24 +129,31 @@ type remoteJobs struct {
 	base   string // without a trailing /
 	store  *tsdb.Store
 	client *ship.Client
+	tr     *ship.Transport // nil: no token, the default transport
 }
 
 // openRemoteJobs opens the store over the Prometheus API of the server at
 // serverURL, read through rt. It keeps no cache: a read after the write
 // sees the server's answer.
-func openRemoteJobs(serverURL string, rt http.RoundTripper, tokenFile string, log *slog.Logger) (*remoteJobs, error) {
+func openRemoteJobs(serverURL string, tr *ship.Transport, tokenFile string, log *slog.Logger) (*remoteJobs, error) {
 	base := strings.TrimRight(serverURL, "/")
-	hc := &http.Client{Transport: rt}
+	hc := &http.Client{}
+	if tr != nil {
+		hc.Transport = tr
+	}
 	store, err := tsdb.OpenRemote(tsdb.Remote{WriteURL: base + "/prometheus/api/v1/write", QueryURL: base + "/prometheus", HTTP: hc},
 		tsdb.Options{CacheSamples: -1}, log, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server: %w", err)
 	}
-	return &remoteJobs{base: base, store: store, client: &ship.Client{BaseURL: base, HTTP: hc, TokenFile: tokenFile}}, nil
+	return &remoteJobs{base: base, store: store, client: &ship.Client{BaseURL: base, HTTP: hc, TokenFile: tokenFile}, tr: tr}, nil
 }
 
 func (r *remoteJobs) Read(ctx context.Context, jobID string) (*ansible.Job, error) {
 	j, err := storedJob(ctx, r.store, jobID)
+	if err != nil && r.tr != nil && r.tr.Refusal() != nil {
+		return nil, fmt.Errorf("--server: %w", r.tr.Refusal()) // says it all: the token is refused
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--server: %w", err)
 	}
