@@ -355,12 +355,8 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 				}
 			}
 			if awxCfg.URL != "" && len(paths) == 0 {
-				var rt http.RoundTripper
-				if tr != nil {
-					rt = tr
-				}
-				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: rt,
-					awx: awxCfg, jobFlag: jobID, templateID: templateID, templateName: templateName, keep: keep, force: force, now: time.Now},
+				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: tr, awx: awxCfg,
+					reattr: awx.ReattrOptions{JobFlag: jobID, TemplateID: templateID, TemplateName: templateName, Keep: keep, Force: force}},
 					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
@@ -461,7 +457,7 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 	}
 	var all []*ansible.Job
 	for _, p := range paths {
-		if j, ok, err := readKeptJob(p, opts.MaxFileBytes); ok || err != nil { // reattr.go
+		if j, ok, err := awx.ReadKeptJob(p, opts.MaxFileBytes); ok || err != nil {
 			if err != nil {
 				return nil, err
 			}
