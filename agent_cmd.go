@@ -97,6 +97,8 @@ and a key of the --config file.`,
 	f.StringSliceVar(&rules.Trusted, "job-process", rules.Trusted, "process names (comm) whose environment is read for the job id")
 	f.StringVar(&rules.ConmonComm, "conmon-comm", rules.ConmonComm, `name of podman's conmon process ("" to not use it)`)
 	f.StringVar(&rules.ConmonName, "conmon-name", rules.ConmonName, "regexp of conmon's -n container name; first group = job id")
+	f.StringSliceVar(&cfg.JobTypes, "job-types", agent.DefaultJobTypes(), "AWX job types to measure, of job, ad_hoc_command, project_update, inventory_update, system_job")
+	f.StringVar(&cfg.PolicyFallback, "policy-fallback", agent.DefaultPolicyFallback, "what to do with a job when the server's collection policy cannot be read: collect or drop")
 	f.BoolVar(&rules.ProcessTree, "process-tree", rules.ProcessTree, "also sample jobs without a cgroup of their own through their process tree")
 	return cmd
 }

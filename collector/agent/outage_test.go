@@ -203,7 +203,8 @@ func TestAWXOutageLongerThanSettle(t *testing.T) {
 	}
 	cfg := Config{PollInterval: 50 * time.Millisecond, CPUInterval: 50 * time.Millisecond,
 		MemoryInterval: 50 * time.Millisecond, PIDsInterval: 50 * time.Millisecond, DiscoverInterval: 50 * time.Millisecond,
-		AWXPollInterval: 50 * time.Millisecond, AWXSettle: settle, MaxHeldSamples: 100_000, DrainTimeout: time.Second}
+		AWXPollInterval: 50 * time.Millisecond, AWXSettle: settle, MaxHeldSamples: 100_000, DrainTimeout: time.Second,
+		JobTypes: DefaultJobTypes(), PolicyFallback: DefaultPolicyFallback}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	// No Peakline server to ask the collection policy: every job is

@@ -107,7 +107,7 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 // delay (awx.Backoff.Jitter), so that the followers (and the agents of
 // other nodes) that failed together do not come back together.
 func (n *node) followerConfig(sink awx.Sink) awx.FollowerConfig {
-	return awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Backoff: awx.Backoff{Jitter: rand.Float64}, Log: n.log, Sink: sink}
+	return awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Backoff: awx.Backoff{Jitter: rand.Float64}, Log: n.log, Sink: sink, Unified: true}
 }
 
 // jobSession is a live.Session fed by an AWX follower.
@@ -142,6 +142,11 @@ func (j *jobSession) info() (ansible.JobInfo, bool, bool) {
 		return ansible.JobInfo{}, false, false
 	}
 	return m.Info(), m.Final(), true
+}
+
+func (j *jobSession) awxType() (string, bool) {
+	m, _ := j.f.Job()
+	return m.Type, j.f.Unknown()
 }
 
 func (j *jobSession) setInfo(info ansible.JobInfo) { j.s.SetInfo(info) }
