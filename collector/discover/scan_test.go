@@ -47,8 +47,9 @@ func TestScanPodmanV2(t *testing.T) {
 	got := scanTree(t, "testdata/podman-v2", DefaultRules())
 	checkJobs(t, got, []Job{
 		// Rootful, systemd manager: the processes are in crun's
-		// "container" sub-group; ansible-playbook's JOB_ID names the job.
-		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: []int{4711, 4790, 4791}, Via: ViaEnviron},
+		// "container" sub-group; conmon's world-readable --name names
+		// the job before ansible-playbook's environment is read.
+		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: []int{4711, 4790, 4791}, Via: ViaConmon},
 		// Rootless under user@1000.service, before ansible-playbook
 		// starts: only conmon's --name says the job (dumb-init's JOB_ID
 		// is not trusted).
@@ -93,8 +94,15 @@ func TestScanKubernetesV2(t *testing.T) {
 	}
 }
 
+// treeRules are the default rules with the process-tree fallback on.
+func treeRules() Rules {
+	r := DefaultRules()
+	r.ProcessTree = true
+	return r
+}
+
 func TestScanReceptorProcessTree(t *testing.T) {
-	got := scanTree(t, "testdata/receptor-v2", DefaultRules())
+	got := scanTree(t, "testdata/receptor-v2", treeRules())
 	checkJobs(t, got, []Job{
 		// 950 and 951 by comm, 955 as python3 running ansible-playbook;
 		// podman (930) has JOB_ID but is not trusted.
@@ -111,14 +119,12 @@ func TestScanReceptorProcessTree(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "proc/960/cgroup"), []byte(cg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ids := jobIDs(scanTree(t, dir, DefaultRules())); !slices.Equal(ids, []int64{103}) {
+	if ids := jobIDs(scanTree(t, dir, treeRules())); !slices.Equal(ids, []int64{103}) {
 		t.Fatalf("with 960 in a container cgroup found %v; want [103]", ids)
 	}
 
-	r := DefaultRules()
-	r.ProcessTree = false
-	if got := scanTree(t, "testdata/receptor-v2", r); len(got) != 0 {
-		t.Fatalf("with ProcessTree off found %+v; want none", got)
+	if got := scanTree(t, "testdata/receptor-v2", DefaultRules()); len(got) != 0 {
+		t.Fatalf("with ProcessTree off (the default) found %+v; want none", got)
 	}
 }
 
@@ -292,7 +298,7 @@ func TestScanV1CgroupfsDrivers(t *testing.T) {
 	got := scanTree(t, root, DefaultRules())
 	checkJobs(t, got, []Job{
 		{ID: 77, Kind: KindKubernetes, Cgroup: "/kubepods/burstable/" + uid + "/" + k8s, ContainerID: k8s, PIDs: []int{3010}, Via: ViaPodName},
-		{ID: 78, Kind: KindPodman, Cgroup: "/libpod_parent/libpod-" + podman, ContainerID: podman, PIDs: []int{3101}, Via: ViaEnviron},
+		{ID: 78, Kind: KindPodman, Cgroup: "/libpod_parent/libpod-" + podman, ContainerID: podman, PIDs: []int{3101}, Via: ViaConmon},
 	})
 }
 

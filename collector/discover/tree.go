@@ -336,7 +336,7 @@ func (t *Tree) pass() error {
 		id := procID{pid, p.start}
 		jobID, seen := t.envSeen[id]
 		if !seen {
-			jobID, _ = environIDs(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/environ", false)
+			jobID, _, _ = environIDs(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/environ", false)
 			t.envSeen[id] = jobID
 		}
 		if jobID == t.jobID {
