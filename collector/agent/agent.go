@@ -24,6 +24,8 @@ type target struct {
 	// pids are the roots of the job's process tree (the processes with its
 	// JOB_ID), when cgroupDir is "".
 	pids []int
+	// via says how the job id was told (discover.ViaConmon, …).
+	via string
 }
 
 // meter reads one job's resources, in the units of cgroup.Cgroup's methods.

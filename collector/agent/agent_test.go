@@ -36,7 +36,7 @@ type fakeWorld struct {
 	// ids AWX says it does not know.
 	types   map[string]string
 	unknown map[string]bool
-	asked     []string // template ids asked, in order
+	asked   []string // template ids asked, in order
 }
 
 type fakeSession struct {

@@ -81,6 +81,11 @@ type Config struct {
 	// Rules say where jobs are and how their ids are told
 	// (discover.DefaultRules when zero).
 	Rules discover.Rules
+	// CgroupParents are top-level cgroups walked for job containers
+	// besides Rules' (--cgroup-parent KIND:TOP, such as
+	// podman:awx.slice for podman's cgroup_parent), with the default
+	// container names of KIND (discover.Rules.AddParent).
+	CgroupParents []string
 	// JobTypes are the AWX unified job types measured (--job-types; nil:
 	// DefaultJobTypes). Every type that runs ansible-runner
 	// (awx.RunnerTypes) runs as ansible_runner_<id> or automation-job-<id>;
@@ -183,6 +188,17 @@ func (cfg *Config) fillDefaults() error {
 	}
 	if len(cfg.Rules.Scopes) == 0 && cfg.Rules.JobIDEnv == "" {
 		cfg.Rules = discover.DefaultRules()
+	}
+	for _, p := range cfg.CgroupParents {
+		kind, top, ok := strings.Cut(p, ":")
+		if !ok {
+			return bad("--cgroup-parent: %q is not KIND:TOP (e.g. podman:awx.slice or kubernetes:kubelet.slice)", p)
+		}
+		// Rules' Scopes may be shared with the caller's: grow a copy.
+		cfg.Rules.Scopes = slices.Clip(cfg.Rules.Scopes)
+		if err := cfg.Rules.AddParent(discover.Kind(kind), top); err != nil {
+			return bad("--cgroup-parent: %v", err)
+		}
 	}
 	if cfg.JobTypes == nil {
 		cfg.JobTypes = DefaultJobTypes()

@@ -52,7 +52,7 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined
 		log.Warn("cannot start sampling the job; skipping it", "err", err)
 		return false
 	}
-	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir)
+	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir, "via", t.via)
 
 	var info ansible.JobInfo
 	final, warnedHeld, asked, released := false, false, false, false

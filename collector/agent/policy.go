@@ -27,8 +27,8 @@ type policyCache struct {
 	// fallback is Config.PolicyFallback: what a job is when the policy
 	// cannot be read.
 	fallback string
-	now func() time.Time
-	log *slog.Logger
+	now      func() time.Time
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	entries map[string]policyEntry // template id → answer

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -28,13 +29,24 @@ type node struct {
 	http    *http.Client // the Peakline server's, for its collection policy
 	send    func(body []byte, samples int)
 	log     *slog.Logger
+
+	toldDenied bool // a refused environment read was logged
 }
 
 func (n *node) scan() ([]target, error) {
 	jobs, err := n.scanner.Scan()
+	for _, cg := range n.scanner.Unwalked() {
+		n.log.Warn("an ansible process runs in a container cgroup under a parent the agent does not walk: it is not measured; add its top-level cgroup with --cgroup-parent KIND:TOP",
+			"cgroup", cg)
+	}
+	if denied := n.scanner.EnvironDenied(); denied > 0 && !n.toldDenied {
+		n.toldDenied = true
+		n.log.Warn("cannot read the environment of a job process (JOB_ID, HOSTNAME): containers are placed only by conmon's command line, process trees not at all; the agent needs the jobs' uid or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (docs/agent.md)",
+			"refused", denied, "uid", os.Geteuid())
+	}
 	out := make([]target, 0, len(jobs))
 	for _, j := range jobs {
-		t := target{jobID: strconv.FormatInt(j.ID, 10), cgroupDir: j.Cgroup, pids: j.PIDs}
+		t := target{jobID: strconv.FormatInt(j.ID, 10), cgroupDir: j.Cgroup, pids: j.PIDs, via: j.Via}
 		if j.Kind == discover.KindProcessTree {
 			// A tree has no identity but its job: one tree per job id.
 			t.key = "tree/" + t.jobID
