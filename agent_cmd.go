@@ -92,7 +92,7 @@ and a key of the --config file.`,
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 10*time.Minute, "longest a finished job's events are still followed")
 	f.IntVar(&cfg.MaxHeldSamples, "max-held-samples", 100_000, "most samples one job holds while its tasks are unknown")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: /var/lib/peakline-agent/spool for root, else the user cache dir)")
-	f.StringArrayVar(&scopes, "scope", nil, "KIND:TOP:REGEXP where job containers are (repeatable; default: podman machine.slice, user.slice, libpod_parent; kubernetes kubepods.slice, kubepods)")
+	f.StringArrayVar(&scopes, "scope", nil, "KIND:TOP:REGEXP where job containers are (repeatable; default: podman machine.slice, user.slice, libpod_parent; kubernetes kubepods.slice, kubepods, kubelet.slice)")
 	f.IntVar(&rules.MaxDepth, "scope-depth", rules.MaxDepth, "cgroup levels below a scope's TOP searched for containers")
 	f.StringVar(&rules.JobIDEnv, "job-id-env", rules.JobIDEnv, "environment variable holding the AWX job id in a job's processes")
 	f.StringVar(&rules.PodNameEnv, "pod-name-env", rules.PodNameEnv, `environment variable holding the pod name ("" to not use it)`)
