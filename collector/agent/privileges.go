@@ -60,7 +60,7 @@ func checkPrivileges(processTree bool, status []byte, euid int, log *slog.Logger
 		return false
 	}
 	log.Warn("--process-tree reads /proc/<pid>/environ of job processes, and the agent lacks "+strings.Join(missing, " and ")+
-		": only jobs running as the agent's own user are found; run it as that user or grant the capabilities (docs/agent.md)",
+		": process trees are found only through conmon's command line (podman), or when they run as the agent's own user; run it as that user or grant the capabilities (docs/agent.md)",
 		"uid", euid, "missing", strings.Join(missing, ","))
 	return true
 }

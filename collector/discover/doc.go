@@ -44,10 +44,12 @@
 // podman's cgroup_parent or kind's kubelet.slice can be added
 // (Rules.AddParent).
 //
-// With Rules.ProcessTree (opt-in: it is the one mode that must read
-// environments outside containers), Scan also reports trusted processes
-// with a JOB_ID that are in no container cgroup: KindProcessTree jobs,
-// to be measured with NewTree. AWX's own install runs podman rootless with
+// With Rules.ProcessTree (opt-in), Scan also reports the jobs that run in
+// no container cgroup: KindProcessTree jobs, to be measured with NewTree.
+// Their roots are the children of the conmon whose container has no
+// cgroup found (world-readable), and trusted processes with a JOB_ID in
+// no container cgroup (the one place environments outside containers are
+// read). AWX's own install runs podman rootless with
 // cgroup_manager = "cgroupfs", where podman gives a container no cgroup
 // (podman's libpod/container_internal_linux.go, getOCICgroupPath: rootless
 // with the cgroupfs manager returns an empty cgroup path), so its jobs

@@ -35,9 +35,9 @@ type Job struct {
 	ContainerID string
 	// PIDs are, for a container, the processes that were in its cgroup
 	// and sub-groups when the scan that placed it ran (not read again, to
-	// keep polls cheap); for KindProcessTree, the trusted processes whose
-	// environment names the job at this scan (the roots of its tree).
-	// Ascending.
+	// keep polls cheap); for KindProcessTree, the conmon monitoring the
+	// job's container and the trusted processes whose environment names
+	// the job at this scan (the roots of its tree). Ascending.
 	PIDs []int
 	// Via says how the id was found: ViaEnviron, ViaPodName or ViaConmon.
 	Via string
@@ -221,8 +221,17 @@ func (s *Scanner) Scan() ([]Job, error) {
 
 	if s.rules.ProcessTree {
 		roots := map[int64][]int{}
+		byConmon := map[int64]bool{}
 		for pid, p := range s.procs {
-			if p.trusted && p.jobID != 0 && !p.inScope && !inContainer[pid] {
+			switch {
+			case p.cjob != 0:
+				// A conmon whose container has no cgroup found: the
+				// container's processes are its descendants.
+				if c := s.containers[p.cid]; c == nil || c.gen != s.gen {
+					roots[p.cjob] = append(roots[p.cjob], pid)
+					byConmon[p.cjob] = true
+				}
+			case p.trusted && p.jobID != 0 && !p.inScope && !inContainer[pid]:
 				roots[p.jobID] = append(roots[p.jobID], pid)
 			}
 		}
@@ -231,7 +240,11 @@ func (s *Scanner) Scan() ([]Job, error) {
 				continue // its container was found: that is the better measure
 			}
 			slices.Sort(pids)
-			jobs = append(jobs, Job{ID: id, Kind: KindProcessTree, PIDs: pids, Via: ViaEnviron})
+			via := ViaEnviron
+			if byConmon[id] {
+				via = ViaConmon
+			}
+			jobs = append(jobs, Job{ID: id, Kind: KindProcessTree, PIDs: pids, Via: via})
 		}
 	}
 

@@ -104,8 +104,25 @@ func treeRules() Rules {
 func TestScanReceptorProcessTree(t *testing.T) {
 	got := scanTree(t, "testdata/receptor-v2", treeRules())
 	checkJobs(t, got, []Job{
-		// 950 and 951 by comm, 955 as python3 running ansible-playbook;
-		// podman (930) has JOB_ID but is not trusted.
+		// The conmons (940, 941) whose containers have no cgroup, by
+		// their world-readable -n; 950 and 951 by comm, 955 as python3
+		// running ansible-playbook; podman (930) has JOB_ID but is not
+		// trusted.
+		{ID: 103, Kind: KindProcessTree, PIDs: []int{940, 950, 951, 955}, Via: ViaConmon},
+		{ID: 104, Kind: KindProcessTree, PIDs: []int{941, 960}, Via: ViaConmon},
+	})
+	// Without conmons (another container engine) the environment alone
+	// tells.
+	noConmon := t.TempDir()
+	if err := os.CopyFS(noConmon, os.DirFS("testdata/receptor-v2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []string{"940", "941"} {
+		if err := os.RemoveAll(filepath.Join(noConmon, "proc", pid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkJobs(t, scanTree(t, noConmon, treeRules()), []Job{
 		{ID: 103, Kind: KindProcessTree, PIDs: []int{950, 951, 955}, Via: ViaEnviron},
 		{ID: 104, Kind: KindProcessTree, PIDs: []int{960}, Via: ViaEnviron},
 	})
@@ -117,6 +134,9 @@ func TestScanReceptorProcessTree(t *testing.T) {
 	}
 	cg := "12:pids:/machine.slice/libpod-" + podRootful + ".scope/container\n0::/\n"
 	if err := os.WriteFile(filepath.Join(dir, "proc/960/cgroup"), []byte(cg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "proc/941")); err != nil { // 104's conmon would tell it
 		t.Fatal(err)
 	}
 	if ids := jobIDs(scanTree(t, dir, treeRules())); !slices.Equal(ids, []int64{103}) {
