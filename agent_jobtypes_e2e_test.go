@@ -328,11 +328,12 @@ func TestAgentIngestOnlyToken(t *testing.T) {
 }
 
 // TestAgentNoCapabilities runs the agent as nobody with no capability at
-// all (setpriv) on a podman node whose job runs as root: the job's
-// environment is unreadable, and the agent tells its id from conmon's
-// world-readable command line and measures its cgroup. Asked for
-// --process-tree as well, it says at its start which capabilities that
-// mode lacks.
+// all (setpriv) on a podman node whose jobs run as root: the jobs'
+// environments are unreadable, and the agent tells their ids from
+// conmon's world-readable command line, measuring one job's cgroup and
+// another's process tree (a container with no cgroup, its processes
+// conmon's children). Asked for --process-tree, it says at its start
+// which capabilities the mode's environment fallback lacks.
 func TestAgentNoCapabilities(t *testing.T) {
 	n := newE2ENode(t)
 	setpriv := needTool(t, "setpriv", "util-linux")
@@ -394,13 +395,40 @@ func TestAgentNoCapabilities(t *testing.T) {
 	j.wait(t)
 	a.waitLog(t, jobDoneRE(id), 20*time.Second)
 	a.waitLog(t, regexp.MustCompile(fmt.Sprintf(`msg="sampling job".* job=%d measured=cgroup .*via=conmon`, id)), time.Second)
+
+	// A container with no cgroup of its own (rootless podman, cgroupfs
+	// manager): its processes are the children of its conmon, 20 sleeps
+	// as root, measured as a process tree with no capability either.
+	treeID := id + 1
+	meta := awxtest.Job{ID: treeID, Name: "tree", TemplateID: 7, TemplateName: "idle", Playbook: "site.yml", Status: "running", Started: time.Now()}
+	n.awx.AddJob(meta, "")
+	treeConmon := filepath.Join(t.TempDir(), "conmon")
+	must(t, os.WriteFile(treeConmon, []byte("#!/bin/sh\nfor i in $(seq 1 20); do sleep 3 & done; wait\n"), 0o755))
+	tc := exec.Command(treeConmon, "--api-version", "1", "-c", randomHex(32), "-n", fmt.Sprintf("ansible_runner_%d", treeID))
+	must(t, tc.Start())
+	t.Cleanup(func() { _ = tc.Process.Kill() })
+	must(t, tc.Wait())
+	meta.Status, meta.Finished, meta.EventProcessingFinished = "successful", time.Now(), true
+	n.awx.SetJob(meta)
+	a.waitLog(t, jobDoneRE(treeID), 20*time.Second)
+	a.waitLog(t, regexp.MustCompile(fmt.Sprintf(`msg="sampling job".* job=%d measured=process-tree .*via=conmon`, treeID)), time.Second)
+
 	a.stop(t)
 	get := func(p string) (int, []byte) { return s.get(t, p) }
-	got := agentStoredJobs(t, get)[strconv.FormatInt(id, 10)]
+	stored := agentStoredJobs(t, get)
+	got := stored[strconv.FormatInt(id, 10)]
 	if got.Measured != "cgroup" || got.TemplateID != "7" || got.Status != "successful" {
 		t.Errorf("stored %+v, want job %d of template 7 measured by its cgroup", got, id)
 	}
 	if raw := rawPerResource(graphOf(t, get, id)); raw["cpu"] == 0 || raw["memory"] == 0 || raw["pids"] == 0 {
 		t.Errorf("samples per resource %v, want some of cpu, memory and pids", raw)
+	}
+	if got := stored[strconv.FormatInt(treeID, 10)]; got.Measured != "process-tree" || got.Status != "successful" {
+		t.Errorf("stored %+v, want job %d measured by its process tree", got, treeID)
+	}
+	for _, sr := range graphOf(t, get, treeID).Series {
+		if sr.Resource == "pids" && (sr.Peak == nil || sr.Peak.V < 20) {
+			t.Errorf("process tree's pids peak %+v, want the 20 sleeps", sr.Peak)
+		}
 	}
 }
