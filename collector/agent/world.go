@@ -36,7 +36,7 @@ type node struct {
 func (n *node) scan() ([]target, error) {
 	jobs, err := n.scanner.Scan()
 	for _, cg := range n.scanner.Unwalked() {
-		n.log.Warn("an ansible process runs in a container cgroup under a parent the agent does not walk: it is not measured; add its top-level cgroup with --cgroup-parent KIND:TOP",
+		n.log.Warn("an ansible process runs in a container cgroup under a parent the agent does not walk: its cgroup is not measured; add its top-level cgroup with --cgroup-parent KIND:TOP",
 			"cgroup", cg)
 	}
 	if denied := n.scanner.EnvironDenied(); denied > 0 && !n.toldDenied {
