@@ -93,6 +93,9 @@ func (g *awxGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	since := time.Since(g.t0)
 	rest, _ := strings.CutPrefix(r.URL.Path, "/api/v2/jobs/")
 	id, _, _ := strings.Cut(rest, "/")
+	if r.URL.Path == "/api/v2/unified_jobs/" {
+		id = r.URL.Query().Get("id") // what the id is: asked first
+	}
 	if down := g.down[id]; down != nil && down(since) {
 		g.mu.Lock()
 		g.nos[id] = append(g.nos[id], since)
