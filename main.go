@@ -543,7 +543,10 @@ func collectCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		Long: `collect runs COMMAND in a fresh cgroup (v2 where the controllers are
 available, else the v1 cpuacct, memory and pids controllers), samples its CPU,
 memory and PIDs, attributes each sample to the running task by following the
-ansible-runner job_events, and streams batches to the server. It exits with
+job events (ansible-runner's job_events; for ansible-playbook, those
+Peakline's own callback plugin writes), and streams batches to the server.
+It prints the job's page URL once the job id is known, and a warning when no
+job event arrived, so that no task is attributed. It exits with
 the command's exit code; a collector problem never fails the command. With
 --attach it samples an existing cgroup until it is empty or interrupted.
 
@@ -569,6 +572,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 			cfg.Command = args
 			cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			cfg.Logger = logger
+			cfg.Notices = cmd.ErrOrStderr()
 			code, err := live.Collect(cmd.Context(), cfg)
 			if err != nil {
 				logger.Warn("collector", "err", err)

@@ -80,6 +80,19 @@ export function fmtCount(n) {
   return Number.isFinite(n) ? n.toLocaleString('en-US') : '–';
 }
 
+// BEFORE_FIRST_TASK names the samples taken before a job's first task
+// started (counter 0 with no name: ansible's own start-up, or a whole
+// job collected without job events).
+export const BEFORE_FIRST_TASK = 'before first task';
+
+// taskLabel is how the pages name a task of a job's tasks payload: its
+// name, BEFORE_FIRST_TASK for the samples before the first task, else
+// "(unnamed task)" for a task its events name not.
+export function taskLabel(task) {
+  if (task.name) return task.name;
+  return task.counter > 0 ? '(unnamed task)' : BEFORE_FIRST_TASK;
+}
+
 // pathSegment escapes a job id for one URL path segment, leaving the
 // characters a path segment may hold as they are (":" of timestamped ids
 // above all): the server routes on the raw path when it is escaped

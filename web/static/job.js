@@ -8,7 +8,7 @@ import { ChartStack } from './chart.js';
 import { TaskTable } from './tasks.js';
 import { DEFAULT_RUNS, historyURL, templateURL, usualOf, usualSummary, jobRegressions, regressionText } from './history.js';
 import {
-  RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDateTime, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment,
+  RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDateTime, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment, taskLabel,
 } from './format.js';
 
 // A job whose newest sample is this recent is still running: refresh it.
@@ -117,7 +117,7 @@ function showDetail(info, ev) {
   const close = el('button', { type: 'button', class: 'close', 'aria-label': 'close' }, '×');
   close.addEventListener('click', () => { box.hidden = true; });
   box.replaceChildren(...[close,
-    el('h2', {}, task ? task.name || '(unnamed task)' : 'No task', task && task.counter > 0 ? el('span', { class: 'badge' }, `counter ${task.counter}`) : null),
+    el('h2', {}, task ? taskLabel(task) : 'No task', task && task.counter > 0 ? el('span', { class: 'badge' }, `counter ${task.counter}`) : null),
     what,
     task ? el('p', { class: 'muted' }, `Task ran ${fmtClock(task.start, true)} – ${fmtClock(task.end, true)} (${fmtDuration(task.end - task.start)})`) : null,
     eventsBlock(ev, task)].filter(Boolean)); // replaceChildren would print a null
@@ -311,7 +311,7 @@ function renderPeaks(p) {
     cards.push(el('div', { class: `peak-card ${r}`, dataset: { resource: r } },
       el('div', { class: 'peak-head' }, el('span', { class: `swatch ${r}` }), `Peak ${RESOURCES[r].label}`),
       el('div', { class: 'peak-value' }, fmtValue(r, s.peak.v)),
-      el('div', { class: 'peak-task', title: task ? task.name : '' }, task ? task.name || '(unnamed task)' : 'no task known'),
+      el('div', { class: 'peak-task', title: task ? task.name : '' }, task ? taskLabel(task) : 'no task known'),
       el('div', { class: 'peak-foot' }, `at ${fmtClock(s.peak.t)} (+${fmtDuration(s.peak.t - state.jobStart)}) · `, link)));
   }
   $('peaks').replaceChildren(...cards);
