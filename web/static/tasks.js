@@ -228,7 +228,7 @@ export class TaskTable {
     }
     const range = `${ev.gte}–${ev.lte}`;
     if (ev.url) {
-      return el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link', 'aria-label': `job events ${range} of task ${t.name}` }, `events ${range} ↗`);
+      return el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link', title: ev.output ? 'in the AWX job output' : null, 'aria-label': `job events ${range} of task ${t.name}${ev.output ? ' in the AWX job output' : ''}` }, `events ${range} ↗`);
     }
     const btn = el('button', { type: 'button', class: 'copy', title: `copy ${ev.path}` }, 'copy');
     btn.addEventListener('click', async () => { btn.textContent = (await copyText(ev.path)) ? 'copied' : 'copy failed'; });
