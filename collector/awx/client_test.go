@@ -159,7 +159,7 @@ func TestClientJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := awx.Job{ID: 42, Name: "loops", Status: "successful", TemplateID: 7, TemplateName: "perf loops",
+	want := awx.Job{ID: 42, Type: awx.TypeJob, URL: "/api/v2/jobs/42/", Name: "loops", Status: "successful", TemplateID: 7, TemplateName: "perf loops",
 		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true}
 	if got != want || !got.Final() {
 		t.Fatalf("job %+v, want %+v", got, want)
