@@ -110,9 +110,9 @@ func (s *sampler) baseline() {
 	if s.failed == nil {
 		s.failed = map[string]bool{}
 	}
-	now := s.now()
+	u, now, err := s.readCPU()
 	s.readMs = map[string]int64{ansible.ResourceCPU: now.UnixMilli(), ansible.ResourceMemory: now.UnixMilli(), ansible.ResourcePids: now.UnixMilli()}
-	if u, err := s.stats.CPU(); err == nil {
+	if err == nil {
 		s.prevCPU, s.prevWall, s.haveCPU = u, now, true
 	}
 	if ps, ok := s.stats.(PressureStats); ok {
@@ -249,9 +249,49 @@ func (s *sampler) stamp(resource string, now time.Time, stampMs int64, v float64
 	s.emit(x)
 }
 
+// cpuReadTries is how often readCPU reads the counter at most to get a
+// reading whose time is known closely enough.
+const cpuReadTries = 3
+
+// readCPU reads the CPU counter together with the time of the reading: the
+// clock is read before and after the counter, and the reading is dated
+// at the midpoint, off by at most half the gap. A gap of more than a 50th
+// of the CPU interval means the collector was held up around the read
+// (preempted on a busy node, or a virtual machine whose CPU the host did
+// not run) and the counter is read again, up to cpuReadTries times,
+// keeping the closest. A CPU sample divides the counter's growth by the
+// time between two readings; dating a reading after a hold-up instead
+// would stretch one interval and shrink the next by the same amount, so
+// the next one showed more CPU than the job's CPUs can give (seen under
+// emulation: 370 % on 2 CPUs).
+func (s *sampler) readCPU() (time.Duration, time.Time, error) {
+	limit := s.cpuEvery / 50
+	var (
+		best    time.Duration
+		bestAt  time.Time
+		bestGap time.Duration = -1
+		err     error
+	)
+	for range cpuReadTries {
+		t0 := s.now()
+		var u time.Duration
+		u, err = s.stats.CPU()
+		t1 := s.now()
+		if err != nil {
+			return 0, t1, err
+		}
+		if gap := t1.Sub(t0); bestGap < 0 || gap < bestGap {
+			best, bestAt, bestGap = u, t0.Add(gap/2), gap
+		}
+		if bestGap <= limit {
+			break
+		}
+	}
+	return best, bestAt, nil
+}
+
 func (s *sampler) sampleCPU(stampMs int64) {
-	u, err := s.stats.CPU()
-	now := s.now()
+	u, now, err := s.readCPU()
 	if s.check(ansible.ResourceCPU, err) {
 		return
 	}
