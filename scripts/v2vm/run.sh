@@ -12,8 +12,10 @@
 #           collector/discover/testdata/v2-real.
 #
 # Kernels, the guest root file system and the test binaries live in
-# $V2VM_CACHE (default bin/v2vm): kept between runs, keyed by the pinned
-# versions. The guest's output and each check's full output land in
+# $V2VM_CACHE: kept between runs, keyed by the pinned versions. Its
+# default is /var/cache/peakline-v2vm when that directory exists (a cache
+# that outlives the checkout: CI's clean checkouts on one machine share
+# it; .ci/run makes it), else bin/v2vm. The guest's output and each check's full output land in
 # $V2VM_CACHE/run-<kernel>/.
 #
 # no_timer_check: on a loaded host the emulated timer can miss the
@@ -28,6 +30,10 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 mode=${1:-test}
+SHARED_CACHE=/var/cache/peakline-v2vm
+if [[ -z ${V2VM_CACHE:-} && -d $SHARED_CACHE ]]; then
+	V2VM_CACHE=$SHARED_CACHE
+fi
 CACHE=${V2VM_CACHE:-$REPO/bin/v2vm}
 SCALE=${V2VM_TIME_SCALE:-5}
 VM_TIMEOUT=${V2VM_TIMEOUT:-900} # seconds per boot, whatever the guest does
