@@ -148,7 +148,7 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	for c, m := range taskMax {
 		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
 	}
-	burnt := cpuSeconds(srv.got(), func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
+	burnt := cpuSeconds(srv.got(), 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
 	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)
 	// A sample stands for the interval before it, so up to one interval at
 	// each end of the task lands in its neighbours.
