@@ -89,6 +89,12 @@ type Payload struct {
 	// "cgroup" or "process-tree" (sums over the job's processes; the job
 	// page notes it). The server fills it in.
 	Measured string `json:"measured,omitempty"`
+	// Pressure is, per stall signal the job measured, the share of each
+	// sample interval it stalled (see Pressure): the job page draws it
+	// as a band behind the CPU and memory lines. Absent for a job
+	// without stall samples. BuildGraph leaves it empty: the server
+	// fills it in.
+	Pressure []PressureBand `json:"pressure,omitempty"`
 }
 
 // SeriesPlot is the downsampled line of one resource.
