@@ -65,9 +65,11 @@ type liveSample struct {
 // (ansible.ResourceCPUStall, …): the counters' growth over the same
 // interval in seconds, stamped like the CPU sample, so a task's stall is
 // the sum of its samples. The job's CPU stall of an interval is at most
-// its wall time: on v1, where it sums the waits of threads that may have
-// waited at once, it is scaled by wall / (waits + run time) when their
-// demand exceeded the interval.
+// the time between the counter's two reads (on v2 the kernel's "some"
+// total, whose growth that is, so the samples add up to the counter's
+// growth exactly); on v1, where it sums the waits of threads that may
+// have waited at once, it is scaled by wall / (waits + run time) when
+// their demand exceeded the interval.
 // node_load is the load average per CPU at the reading. A figure the
 // kernel does not give is not sent at all, and said once in the log.
 //
@@ -96,6 +98,8 @@ type sampler struct {
 	pressure PressureStats
 	prevP    cgroup.Pressure
 	haveP    bool
+	// prevPStart is when the previous read of the stall counters began.
+	prevPStart time.Time
 }
 
 // PressureStats is a Stats that also reads how long the job and its node
@@ -120,9 +124,10 @@ func (s *sampler) baseline() {
 		for _, r := range stallResources {
 			s.readMs[r] = now.UnixMilli()
 		}
+		pStart := s.now()
 		p, err := ps.Pressure()
 		if !s.check(ansible.ResourceCPUStall, err) {
-			s.prevP, s.haveP = p, true
+			s.prevP, s.prevPStart, s.haveP = p, pStart, true
 		}
 		var missing []string
 		if !p.HasCPUStall {
@@ -315,12 +320,20 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 	if s.pressure == nil {
 		return
 	}
+	pStart := s.now()
 	p, err := s.pressure.Pressure()
 	if s.check(ansible.ResourceCPUStall, err) {
 		return
 	}
 	if s.haveP {
 		q := s.prevP
+		// A "some" total grows by at most the time between its two
+		// reads, which lies within the start of the previous read and
+		// the end of this one. The CPU interval (wall) is no bound:
+		// the counters are read just after the CPU counter, and a job
+		// that stalled all along (tasks queued on one CPU) waited a
+		// little longer than wall between them.
+		readSpan := s.now().Sub(s.prevPStart)
 		delta := func(res string, has, hadBefore bool, cur, prev, limit time.Duration) {
 			if has && hadBefore {
 				d := min(max(cur-prev, 0), limit)
@@ -338,7 +351,7 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 			}
 			s.stamp(ansible.ResourceCPUStall, now, stampMs, dw.Seconds())
 		} else {
-			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, wall)
+			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, readSpan)
 		}
 		delta(ansible.ResourceMemoryStall, p.HasMemoryStall, q.HasMemoryStall, p.MemoryStall, q.MemoryStall, noLimit)
 		delta(ansible.ResourceCPUThrottled, p.HasThrottled, q.HasThrottled, p.Throttled, q.Throttled, noLimit)
@@ -347,7 +360,7 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 			s.stamp(ansible.ResourceNodeLoad, now, stampMs, p.NodeLoad)
 		}
 	}
-	s.prevP, s.haveP = p, true
+	s.prevP, s.prevPStart, s.haveP = p, pStart, true
 }
 
 func (s *sampler) sampleMemory(stampMs int64) {
