@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -24,10 +23,10 @@ var webPressureShares = map[string][]float64{
 // 500 ms and stall samples beside them: in interval k the job waited
 // webPressureShares[signal][k] × 0.5 s.
 func webPressureJob(startMs int64) *ship.Batch {
-	b := &ship.Batch{JobID: "web-pressure", LastEvent: &ansible.Event{Counter: 3, TimeMs: startMs + 6000}}
-	b.Tasks = []ansible.Task{{Counter: 3, UUID: webUUID(0), Name: "contended", StartMs: startMs}}
+	b := &ship.Batch{JobID: "web-pressure", LastEvent: &ship.Event{Counter: 3, TimeMs: startMs + 6000}}
+	b.Tasks = []ship.Task{{Counter: 3, UUID: webUUID(0), Name: "contended", StartMs: startMs}}
 	add := func(res string, v func(k int) float64) {
-		s := ansible.Series{Resource: res, Counter: 3, UUID: webUUID(0), Task: "contended"}
+		s := ship.Series{Resource: res, Counter: 3, UUID: webUUID(0), Task: "contended"}
 		for k := range 12 {
 			s.Ts, s.Vs = append(s.Ts, startMs+int64(500*(k+1))), append(s.Vs, v(k))
 		}
