@@ -81,7 +81,8 @@ echo "v2vm: root image and binaries ready in $(($(date +%s) - t_start))s (build 
 # out between the kernels (an emulated job takes a minute or more): 6.1
 # runs a job under `peakline collect` (TestCollectAnsibleRunner) and the
 # contended-run test (TestPressureNoise, seven jobs), 6.12 every agent
-# end-to-end test (podman-like and pod-like cgroups, the AWX stand-in).
+# end-to-end test (podman-like and pod-like cgroups, the AWX stand-in)
+# and records the real v2 layouts that make record-v2 keeps.
 cat >"$bindir/checks" <<'EOF'
 *|cgroup-tests|/mnt/src/collector/cgroup|TestRealHost|/mnt/share/cgroup.test -test.v -test.count=1 -test.timeout=10m
 *|discover-tests|/mnt/src/collector/discover|TestRealV2 TestRealProcessTree TestRealProcessTreeChainExit|/mnt/share/discover.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestReal
@@ -89,6 +90,7 @@ cat >"$bindir/checks" <<'EOF'
 6.1.*|collect-ansible-runner|/mnt/src|TestCollectAnsibleRunner|/mnt/share/root.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestCollectAnsibleRunner$
 6.1.*|pressure-noise|/mnt/src|TestPressureNoise|/mnt/share/root.test -test.v -test.count=1 -test.timeout=30m -test.run ^TestPressureNoise$
 6.12.*|agent-e2e|/mnt/src|TestAgentFindsAWXJobs TestAgentRestartMidJob TestAgentAWXOutage TestAgentServerOutage TestAgentObeysPolicy|/mnt/share/root.test -test.v -test.count=1 -test.timeout=40m -test.run ^TestAgent(FindsAWXJobs|RestartMidJob|AWXOutage|ServerOutage|ObeysPolicy)$
+6.12.*|record|/||bash /mnt/share/record.sh /mnt/share/record
 EOF
 
 overall=0
