@@ -93,12 +93,32 @@ cat >"$bindir/checks" <<'EOF'
 6.12.*|record|/||bash /mnt/share/record.sh /mnt/share/record
 EOF
 
-overall=0
-summary=()
+# boot KERNELDIR KREL RUNDIR: runs the guest of one kernel to its end;
+# qemu's exit status and the seconds it ran go to RUNDIR/qemu.
+boot() {
+	local kdir=$1 krel=$2 run=$3 t0 rc=0
+	t0=$(date +%s)
+	timeout --kill-after=10 "$VM_TIMEOUT" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -smp 2 -m 3072 \
+		-kernel "$kdir/boot/vmlinuz-$krel" -initrd "$CACHE/initrd-$krel.gz" \
+		-append "console=ttyS0 cgroup_no_v1=all no_timer_check quiet panic=-1" \
+		-drive "file=$rootimg,format=raw,if=virtio,snapshot=on" \
+		-virtfs "local,path=$run,mount_tag=share,security_model=none" \
+		-virtfs "local,path=$REPO,mount_tag=src,security_model=none,readonly=on" \
+		-nographic -no-reboot -nic none >"$run/console.log" 2>&1 || rc=$?
+	echo "$rc $(($(date +%s) - t0))" >"$run/qemu"
+}
+
+# The kernels' guests run at once (V2VM_PARALLEL=0: one after the
+# other). On a host other work keeps busy, two guests get about twice the
+# CPU one gets; on an idle one they share its cores and take about as long
+# as one after the other.
+krels=()
 for pin in "${KERNELS[@]}"; do
 	kdir=$(fetch_kernel "$pin")
 	pkg=${pin%%=*}
 	krel=${pkg#linux-image-}
+	krels+=("$krel")
 	run=$CACHE/run-$krel
 	rm -rf "$run"
 	mkdir -p "$run"
@@ -111,17 +131,21 @@ for pin in "${KERNELS[@]}"; do
 	printf 'export PEAKLINE_TEST_TIME_SCALE=%s PEAKLINE_TEST_BIN=/mnt/share/peakline\n' "$SCALE" >"$run/env"
 	build_initramfs "$kdir" "$CACHE/initrd-$krel.gz"
 	echo "v2vm: booting $krel (log: $run/console.log)" >&2
-	t0=$(date +%s)
-	rc=0
-	timeout --kill-after=10 "$VM_TIMEOUT" qemu-system-x86_64 \
-		-accel tcg,thread=multi -cpu max -smp 2 -m 3072 \
-		-kernel "$kdir/boot/vmlinuz-$krel" -initrd "$CACHE/initrd-$krel.gz" \
-		-append "console=ttyS0 cgroup_no_v1=all no_timer_check quiet panic=-1" \
-		-drive "file=$rootimg,format=raw,if=virtio,snapshot=on" \
-		-virtfs "local,path=$run,mount_tag=share,security_model=none" \
-		-virtfs "local,path=$REPO,mount_tag=src,security_model=none,readonly=on" \
-		-nographic -no-reboot -nic none >"$run/console.log" 2>&1 || rc=$?
-	secs=$(($(date +%s) - t0))
+	if [[ ${V2VM_PARALLEL:-1} == 0 ]]; then
+		boot "$kdir" "$krel" "$run"
+	else
+		boot "$kdir" "$krel" "$run" &
+	fi
+done
+wait
+
+overall=0
+summary=()
+for krel in "${krels[@]}"; do
+	run=$CACHE/run-$krel
+	rc=1 secs=0
+	[[ -s $run/qemu ]] && read -r rc secs <"$run/qemu"
+	echo "v2vm: $krel:" >&2
 	grep -E '^(v2vm|===|  [a-z-]+[:|] |none |cgroup)' "$run/console.log" || true
 	if ((rc != 0)); then
 		echo "v2vm: $krel: qemu exited $rc after ${secs}s (124: the ${VM_TIMEOUT}s timeout)" >&2
