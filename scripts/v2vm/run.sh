@@ -88,7 +88,7 @@ cat >"$bindir/checks" <<'EOF'
 *|discover-tests|/mnt/src/collector/discover|TestRealV2 TestRealProcessTree TestRealProcessTreeChainExit|/mnt/share/discover.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestReal
 *|live-tests|/mnt/src/collector/live|TestCollectRealCommand TestCollectAttach TestStaleCgroup TestCollectPressureReal|/mnt/share/live.test -test.v -test.count=1 -test.timeout=10m -test.run ^(TestCollectRealCommand|TestCollectAttach|TestStaleCgroup|TestCollectPressureReal)$
 6.1.*|collect-ansible-runner|/mnt/src|TestCollectAnsibleRunner|/mnt/share/root.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestCollectAnsibleRunner$
-6.1.*|pressure-noise|/mnt/src|TestPressureNoise|/mnt/share/root.test -test.v -test.count=1 -test.timeout=30m -test.run ^TestPressureNoise$
+6.1.*|pressure-noise|/mnt/src|TestPressureNoise|/mnt/share/root.test -test.v -test.count=1 -test.timeout=40m -test.run ^TestPressureNoise$
 6.12.*|agent-e2e|/mnt/src|TestAgentFindsAWXJobs TestAgentRestartMidJob TestAgentAWXOutage TestAgentServerOutage TestAgentObeysPolicy|/mnt/share/root.test -test.v -test.count=1 -test.timeout=40m -test.run ^TestAgent(FindsAWXJobs|RestartMidJob|AWXOutage|ServerOutage|ObeysPolicy)$
 6.12.*|record|/||bash /mnt/share/record.sh /mnt/share/record
 EOF
