@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/cgroup"
@@ -21,7 +22,8 @@ import (
 // files: the job's cpu_stall, memory_stall and cpu_throttled samples add
 // up to exactly what the cgroup's cpu.pressure and memory.pressure "some"
 // totals and cpu.stat throttled_usec grew by from before the job ran (its
-// shell waiting in read: the counters stand still) to after it ended, and
+// shell waiting in read, once its own start-up is over: the counters
+// stand still) to after it ended, and
 // the node's node_cpu_stall to no more than /proc/pressure/cpu's "some"
 // total grew by meanwhile.
 func TestCollectPressureReal(t *testing.T) {
@@ -100,10 +102,22 @@ true`
 	done := make(chan error, 1)
 	var before totals
 	started := make(chan struct{})
+	// The shell's start-up, throttled by cpu.max, ends in read; from
+	// then on the cgroup's counters stand still until the job is let go:
+	// wait for two reads 200 ms apart to agree.
+	before = read()
+	for deadline := time.Now().Add(scaled(30 * time.Second)); ; {
+		time.Sleep(200 * time.Millisecond)
+		again := read()
+		if again.cpu == before.cpu && again.mem == before.mem && again.throttled == before.throttled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's cgroup never stood still before it was let go: %+v, then %+v", before, again)
+		}
+		before = again
+	}
 	go func() {
-		// The shell waits in read: the cgroup's counters stand still
-		// from here until the collector's baseline, taken on attach.
-		before = read()
 		close(started)
 		code, err := collectLive(context.Background(), cfg, testTuning())
 		if err == nil && code != 0 {
