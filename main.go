@@ -96,6 +96,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(regressionsCommand())
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
+	root.AddCommand(versionCommand())
 	return root
 }
 

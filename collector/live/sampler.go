@@ -81,12 +81,15 @@ type sampler struct {
 	cpuEvery, memEvery, pidsEvery time.Duration
 	emit                          func(liveSample)
 	log                           *slog.Logger
-	now                           func() time.Time
+	// now reads the session's timeline: samples are stamped with its
+	// time, and a CPU share's interval is measured on its monotonic
+	// reading, which a re-anchoring of the timeline does not move.
+	now func() instant
 	// events tells of new task starts (nil: no events, no boundaries).
 	events *Events
 
 	prevCPU  time.Duration
-	prevWall time.Time
+	prevMono time.Duration
 	haveCPU  bool
 	failed   map[string]bool
 	// readMs is the time of each resource's latest reading, where its
@@ -98,8 +101,9 @@ type sampler struct {
 	pressure PressureStats
 	prevP    cgroup.Pressure
 	haveP    bool
-	// prevPStart is when the previous read of the stall counters began.
-	prevPStart time.Time
+	// prevPStart is when (monotonic) the previous read of the stall
+	// counters began.
+	prevPStart time.Duration
 }
 
 // PressureStats is a Stats that also reads how long the job and its node
@@ -115,16 +119,17 @@ func (s *sampler) baseline() {
 		s.failed = map[string]bool{}
 	}
 	u, now, err := s.readCPU()
-	s.readMs = map[string]int64{ansible.ResourceCPU: now.UnixMilli(), ansible.ResourceMemory: now.UnixMilli(), ansible.ResourcePids: now.UnixMilli()}
+	nowMs := now.at.UnixMilli()
+	s.readMs = map[string]int64{ansible.ResourceCPU: nowMs, ansible.ResourceMemory: nowMs, ansible.ResourcePids: nowMs}
 	if err == nil {
-		s.prevCPU, s.prevWall, s.haveCPU = u, now, true
+		s.prevCPU, s.prevMono, s.haveCPU = u, now.mono, true
 	}
 	if ps, ok := s.stats.(PressureStats); ok {
 		s.pressure = ps
 		for _, r := range stallResources {
-			s.readMs[r] = now.UnixMilli()
+			s.readMs[r] = nowMs
 		}
-		pStart := s.now()
+		pStart := s.now().mono
 		p, err := ps.Pressure()
 		if !s.check(ansible.ResourceCPUStall, err) {
 			s.prevP, s.prevPStart, s.haveP = p, pStart, true
@@ -212,7 +217,7 @@ func (s *sampler) pollAll() {
 // so that no regular sample covers a sliver of time (a CPU share over a
 // few milliseconds is a peak no poll-length window would show).
 func (s *sampler) poll(resource string, every time.Duration, sample func(stampMs int64)) {
-	if s.now().UnixMilli()-s.readMs[resource] < every.Milliseconds()/2 {
+	if s.now().at.UnixMilli()-s.readMs[resource] < every.Milliseconds()/2 {
 		return
 	}
 	sample(0)
@@ -226,12 +231,12 @@ func (s *sampler) boundary() {
 		return
 	}
 	stampMs := startMs - 1
-	if stampMs >= s.now().UnixMilli() {
+	if stampMs >= s.now().at.UnixMilli() {
 		return // a start ahead of this clock: the next poll is before it anyway
 	}
 	// A CPU share is an average over its interval: one shorter than half
 	// an interval is left to the next poll, which the batcher restamps.
-	nowMs := s.now().UnixMilli()
+	nowMs := s.now().at.UnixMilli()
 	if r := s.readMs[ansible.ResourceCPU]; r < stampMs && nowMs-r >= s.cpuEvery.Milliseconds()/2 {
 		s.sampleCPU(stampMs)
 	}
@@ -269,11 +274,11 @@ const cpuReadTries = 3
 // would stretch one interval and shrink the next by the same amount, so
 // the next one showed more CPU than the job's CPUs can give (seen under
 // emulation: 370 % on 2 CPUs).
-func (s *sampler) readCPU() (time.Duration, time.Time, error) {
+func (s *sampler) readCPU() (time.Duration, instant, error) {
 	limit := s.cpuEvery / 50
 	var (
 		best    time.Duration
-		bestAt  time.Time
+		bestAt  instant
 		bestGap time.Duration = -1
 		err     error
 	)
@@ -285,8 +290,8 @@ func (s *sampler) readCPU() (time.Duration, time.Time, error) {
 		if err != nil {
 			return 0, t1, err
 		}
-		if gap := t1.Sub(t0); bestGap < 0 || gap < bestGap {
-			best, bestAt, bestGap = u, t0.Add(gap/2), gap
+		if gap := t1.mono - t0.mono; bestGap < 0 || gap < bestGap {
+			best, bestAt, bestGap = u, instant{at: t0.at.Add(gap / 2), mono: t0.mono + gap/2}, gap
 		}
 		if bestGap <= limit {
 			break
@@ -301,17 +306,17 @@ func (s *sampler) sampleCPU(stampMs int64) {
 		return
 	}
 	if s.haveCPU {
-		wall := now.Sub(s.prevWall)
+		wall := now.mono - s.prevMono
 		if wall < time.Millisecond {
 			return // too short to say anything: keep the older baseline
 		}
 		pct := float64(u-s.prevCPU) / float64(wall) * 100
-		s.stamp(ansible.ResourceCPU, now, stampMs, max(pct, 0))
-		s.samplePressure(now, stampMs, wall)
+		s.stamp(ansible.ResourceCPU, now.at, stampMs, max(pct, 0))
+		s.samplePressure(now.at, stampMs, wall)
 	} else {
-		s.readMs[ansible.ResourceCPU] = now.UnixMilli() // the first interval starts here
+		s.readMs[ansible.ResourceCPU] = now.at.UnixMilli() // the first interval starts here
 	}
-	s.prevCPU, s.prevWall, s.haveCPU = u, now, true
+	s.prevCPU, s.prevMono, s.haveCPU = u, now.mono, true
 }
 
 // samplePressure emits the growth of the stall counters since the
@@ -320,7 +325,7 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 	if s.pressure == nil {
 		return
 	}
-	pStart := s.now()
+	pStart := s.now().mono
 	p, err := s.pressure.Pressure()
 	if s.check(ansible.ResourceCPUStall, err) {
 		return
@@ -333,7 +338,7 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 		// the counters are read just after the CPU counter, and a job
 		// that stalled all along (tasks queued on one CPU) waited a
 		// little longer than wall between them.
-		readSpan := s.now().Sub(s.prevPStart)
+		readSpan := s.now().mono - s.prevPStart
 		delta := func(res string, has, hadBefore bool, cur, prev, limit time.Duration) {
 			if has && hadBefore {
 				d := min(max(cur-prev, 0), limit)
@@ -368,7 +373,7 @@ func (s *sampler) sampleMemory(stampMs int64) {
 	if s.check(ansible.ResourceMemory, err) {
 		return
 	}
-	s.stamp(ansible.ResourceMemory, s.now(), stampMs, float64(max(cur, peak)))
+	s.stamp(ansible.ResourceMemory, s.now().at, stampMs, float64(max(cur, peak)))
 }
 
 func (s *sampler) samplePIDs(stampMs int64) {
@@ -376,7 +381,7 @@ func (s *sampler) samplePIDs(stampMs int64) {
 	if s.check(ansible.ResourcePids, err) {
 		return
 	}
-	s.stamp(ansible.ResourcePids, s.now(), stampMs, float64(max(cur, peak)))
+	s.stamp(ansible.ResourcePids, s.now().at, stampMs, float64(max(cur, peak)))
 }
 
 // check logs err the first time a resource fails and reports whether the
