@@ -106,7 +106,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		retention                  time.Duration
 		maxFutureSkew              time.Duration
 		cfg                        server.Config
-		sec                        serveSecurity
+		edge                       server.Edge
 		rem                        tsdb.Remote
 		remoteCacheTTL             time.Duration
 		remoteHeaders              []string
@@ -145,7 +145,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 			}
 			// Listen address, credentials and TLS are checked before the
 			// store is opened: a refusal to start touches no data.
-			wrapListener, err := sec.apply(cmd, listen, &cfg.Security, logger)
+			wrapListener, err := edge.Apply(cmd.Context(), listen, &cfg.Security, logger)
 			if err != nil {
 				return err
 			}
@@ -217,7 +217,7 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
 	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
 	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
-	f.DurationVar(&rem.Timeout, "remote-timeout", time.Minute, "with --remote-query-url: longest one request to the engine may take; a slower engine's answer is a 503 with Retry-After")
+	f.DurationVar(&rem.Timeout, "remote-timeout", remote.DefaultRequestTimeout, "with --remote-query-url: longest one request to the engine may take; a slower engine's answer is a 503 with Retry-After")
 	f.Int64Var(&rem.MemoryBudget, "remote-memory-budget", remote.DefaultMemoryBudget, "with --remote-query-url: bytes that all reads of the engine may decode and hold at once; a read beyond is a 503 with Retry-After, an answer past it alone a 502")
 	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
 	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
@@ -226,24 +226,31 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
 	f.Var(&minFreeDisk, "min-free-disk", "with --data: refuse writes (507 with Retry-After) while the data dir's file system has less free space than this, e.g. 128MiB or 1GB; 0 turns the rule off")
 	f.DurationVar(&maxFutureSkew, "max-future-skew", tsdb.DefaultMaxFutureSkew, "refuse samples further ahead of the server's clock than this")
-	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
-	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 64<<20, "largest request body accepted after decompression (times --max-concurrent-ingest bounds ingest memory)")
-	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
-	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", 10_000, "most series accepted in one JSON ingest batch")
-	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", 10_000, "most tasks accepted in one JSON ingest batch")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted, as sent")
+	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", server.DefaultMaxDecodedBytes, "largest request body accepted after decompression (times --max-concurrent-ingest bounds ingest memory)")
+	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", server.DefaultMaxBatchSamples, "most samples accepted in one ingest batch")
+	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", server.DefaultMaxBatchSeries, "most series accepted in one JSON ingest batch")
+	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", server.DefaultMaxBatchTasks, "most tasks accepted in one JSON ingest batch")
 	f.Float64Var(&cfg.RegressionFactor, "regression-factor", server.DefaultRegressionFactor, "template history: flag a task's value when it is at least this many times the median of the other runs (and beyond their spread and the metric's floor)")
-	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", 4, "ingest requests (JSON and remote write) decoded and stored at once, each once its body is in; more get 429 with Retry-After")
+	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", server.DefaultMaxConcurrentIngest, "ingest requests (JSON and remote write) decoded and stored at once, each once its body is in; more get 429 with Retry-After")
 	f.Int64Var(&cfg.MaxReadBytes, "max-read-bytes", server.DefaultMaxReadBytes, "memory the heavy reads (template history, a job's graph and tasks, the jobs list) may hold at once, by the estimate each reserves before it starts; past it 429 with Retry-After")
 	f.DurationVar(&cfg.BodyReadTimeout, "ingest-body-timeout", server.DefaultBodyReadTimeout, "longest an ingest body may take to arrive after its headers; a slower one gets 408")
 	f.Int64Var(&cfg.MaxBodyBytesInFlight, "max-body-bytes-in-flight", server.DefaultMaxBodyBytesInFlight, "bytes of ingest bodies held at once, being received or served, whatever the number of clients (at least --max-body-bytes); past it 429 with Retry-After")
-	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
-	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
-	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", 8, "Prometheus API: queries evaluated at once; more wait")
+	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", query.DefaultTimeout, "Prometheus API: longest evaluation of one query")
+	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", query.DefaultMaxSamples, "Prometheus API: most samples one query may hold in memory")
+	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", query.DefaultMaxConcurrency, "Prometheus API: queries evaluated at once; more wait")
 	f.IntVar(&cfg.Prometheus.QueryMaxPoints, "query-max-points", query.DefaultMaxPoints, "Prometheus API: most steps the subqueries of one query evaluate together; more is refused before evaluation")
 	f.IntVar(&cfg.Prometheus.QueryMaxLength, "query-max-length", query.DefaultMaxQueryLength, "Prometheus API: longest query text in bytes")
-	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", 5*time.Minute, "Prometheus API: how far back an instant selector looks")
-	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", 5*time.Minute, "Prometheus API: window of rate(x) written without one in an instant query")
-	sec.flags(f, &cfg.Security)
+	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", query.DefaultLookbackDelta, "Prometheus API: how far back an instant selector looks")
+	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", query.DefaultRollupWindow, "Prometheus API: window of rate(x) written without one in an instant query")
+	f.StringVar(&edge.AuthFile, "auth-file", "", "YAML file of tokens and users with scopes (read, ingest, admin); reloaded on change and on SIGHUP")
+	f.BoolVar(&edge.InsecureNoAuth, "insecure-no-auth", false, "serve a non-loopback --listen without authentication (anyone who can connect may read, write and delete)")
+	f.StringVar(&edge.TLS.CertFile, "tls-cert-file", "", "PEM certificate chain: serve HTTPS (reloaded when it changes)")
+	f.StringVar(&edge.TLS.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	f.StringVar(&edge.TLS.ClientCAFile, "tls-client-ca-file", "", "PEM CA certificates: require client certificates signed by them (mutual TLS)")
+	f.StringSliceVar(&edge.AllowedHosts, "allowed-hosts", nil, `Host header names served ("*" for any; default: the --listen host, localhost, 127.0.0.1, ::1 and the certificate's names; every local name and address when listening on all interfaces)`)
+	f.DurationVar(&edge.AuthPoll, "auth-file-poll", server.DefaultAuthPoll, "how often --auth-file is checked for changes")
+	f.IntVar(&cfg.Security.MaxTemplates, "max-templates", server.DefaultMaxTemplates, "most job templates with their own collection setting")
 	return cmd
 }
 
@@ -345,13 +352,13 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
-			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
+			var fromAWX *awx.ImportedJob // the events and metadata of --awx-url, read before the trees
 			if awxCfg.URL != "" {
 				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, paths, cmd.ErrOrStderr(), logger); err != nil {
 					return err
 				}
-				opts.Events = fromAWX.events
-				opts.JobID = awx.JobID(fromAWX.id) // --job 042 is AWX job 42
+				opts.Events = fromAWX.Events
+				opts.JobID = awx.JobID(fromAWX.ID) // --job 042 is AWX job 42
 			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
 				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
 			}
@@ -365,8 +372,10 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 			}
 			if fromAWX != nil {
 				for _, j := range jobs {
-					fromAWX.setInfo(j, templateID, templateName)
-					fromAWX.checkSpan(j, logger)
+					fromAWX.SetInfo(j, templateID != "", templateName != "")
+					if msg := fromAWX.SpanMessage(j); msg != "" {
+						logger.Warn(msg, "job", j.ID)
+					}
 				}
 			}
 			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)

@@ -77,37 +77,38 @@ type Config struct {
 	RegressionFactor float64
 }
 
+// Defaults of Config's limits (serve's flags), used for a zero field.
 const (
-	defaultMaxBodyBytes    = 16 << 20
-	defaultMaxDecodedBytes = 64 << 20 // × defaultMaxConcurrentIngest: 256 MiB of decoded bodies at most
-	defaultMaxBatchSamples = 2_000_000
+	DefaultMaxBodyBytes    = 16 << 20
+	DefaultMaxDecodedBytes = 64 << 20 // × DefaultMaxConcurrentIngest: 256 MiB of decoded bodies at most
+	DefaultMaxBatchSamples = 2_000_000
 	defaultShutdownTimeout = 30 * time.Second
 )
 
 const (
-	defaultMaxBatchSeries      = 10_000
-	defaultMaxBatchTasks       = 10_000
-	defaultMaxConcurrentIngest = 4
+	DefaultMaxBatchSeries      = 10_000
+	DefaultMaxBatchTasks       = 10_000
+	DefaultMaxConcurrentIngest = 4
 )
 
 func (c *Config) setDefaults() {
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = defaultMaxBodyBytes
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.MaxDecodedBytes <= 0 {
-		c.MaxDecodedBytes = defaultMaxDecodedBytes
+		c.MaxDecodedBytes = DefaultMaxDecodedBytes
 	}
 	if c.MaxBatchSamples <= 0 {
-		c.MaxBatchSamples = defaultMaxBatchSamples
+		c.MaxBatchSamples = DefaultMaxBatchSamples
 	}
 	if c.MaxBatchSeries <= 0 {
-		c.MaxBatchSeries = defaultMaxBatchSeries
+		c.MaxBatchSeries = DefaultMaxBatchSeries
 	}
 	if c.MaxBatchTasks <= 0 {
-		c.MaxBatchTasks = defaultMaxBatchTasks
+		c.MaxBatchTasks = DefaultMaxBatchTasks
 	}
 	if c.MaxConcurrentIngest <= 0 {
-		c.MaxConcurrentIngest = defaultMaxConcurrentIngest
+		c.MaxConcurrentIngest = DefaultMaxConcurrentIngest
 	}
 	if c.BodyReadTimeout <= 0 {
 		c.BodyReadTimeout = DefaultBodyReadTimeout
