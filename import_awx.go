@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/pflag"
 
 	"github.com/peakline/peakline/collector/awx"
+	"github.com/peakline/peakline/collector/progress"
 )
 
 // awxFlags registers the flags of an AWX API client: --awx-url,
@@ -27,28 +26,28 @@ func awxFlags(f *pflag.FlagSet, cfg *awx.Config) {
 // progress bar on stderr over the events. Errors name --awx-url or --job.
 func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []string, stderr io.Writer, log *slog.Logger) (*awx.ImportedJob, error) {
 	if jobFlag == "" {
-		return nil, errors.New("--job: --awx-url needs the AWX job id whose events to read, such as --job 42")
+		return nil, usageError("--job: --awx-url needs the AWX job id whose events to read, such as --job 42")
 	}
 	id, err := strconv.ParseInt(jobFlag, 10, 64)
 	if err != nil || id <= 0 {
-		return nil, fmt.Errorf("--job: with --awx-url it must be an AWX job id, a positive number, got %q", jobFlag)
+		return nil, usageError("--job: with --awx-url it must be an AWX job id, a positive number, got %q", jobFlag)
 	}
-	if len(paths) > 0 { // none: re-attribute the stored job (reattr.go)
+	if len(paths) > 0 { // none: re-attribute the stored job (awx.Reattribute)
 		if err := awx.CheckImportPaths(paths, awx.JobID(id), log); err != nil {
 			return nil, err
 		}
 	}
-	var bar *progressbar.ProgressBar
+	var bar *progress.Bar
 	progress := func(read, total int) {
 		if bar == nil {
-			bar = newBar(stderr, total, fmt.Sprintf("reading the events of AWX job %d", id))
+			bar = newBar(stderr, total, fmt.Sprintf("reading the events of AWX job %d", id), "events")
 		}
-		_ = bar.Set(read)
+		bar.Set(read)
 	}
 	cfg.Log = log
 	j, err := awx.FetchForImport(ctx, cfg, id, progress, log)
 	if bar != nil {
-		_ = bar.Finish()
+		bar.Finish()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--awx-url %s: %w", cfg.URL, err)

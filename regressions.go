@@ -16,26 +16,12 @@ import (
 	"github.com/peakline/peakline/tsdb/history"
 )
 
-// Exit codes of peakline regressions.
+// Exit codes of peakline regressions; exitUsage (2, cli_usage.go) also
+// for no such template or run, and a server unreachable or refusing.
 const (
 	exitNoRegressions = 0
 	exitRegressions   = 1
-	exitUsage         = 2 // bad flags, no such template or run, server unreachable or refusing
 )
-
-// codedError is an error that ends the process with its own exit code;
-// main prints it like any other.
-type codedError struct {
-	code int
-	err  error
-}
-
-func (e codedError) Error() string { return e.err.Error() }
-func (e codedError) Unwrap() error { return e.err }
-
-func usageError(format string, args ...any) error {
-	return codedError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
 
 func regressionsCommand() *cobra.Command {
 	var (

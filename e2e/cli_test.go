@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -166,15 +167,16 @@ func TestQueryCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("query --data: %v\n%s", err, out)
 	}
+	outData := out
 	// 309.65625 MiB is the allocation task's peak in the raw file.
-	for _, want := range []string{`{task="allocate memory"} => 324698112 @[1796009982000]`, `{task="burn some cpu"} => 102653952`} {
+	for _, want := range []string{`{task="allocate memory"} => 324698112 @ 2026-11-30T03:39:42.000Z`, `{task="burn some cpu"} => 102653952`} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("query --data output lacks %q:\n%s", want, out)
 		}
 	}
 	out, err = run(t, "query", "--data", data, "--start", "1796009976", "--end", "1796009978", "--step", "1s",
 		`WITH (j = {job_id="demo2"}) count(peakline_pids{j})`)
-	if err != nil || !strings.Contains(out, "1 @[1796009976000]\n1 @[1796009977000]\n1 @[1796009978000]") {
+	if err != nil || !strings.Contains(out, "{}\n  2026-11-30T03:39:36.000Z  1\n  2026-11-30T03:39:37.000Z  1\n  2026-11-30T03:39:38.000Z  1\n") {
 		t.Fatalf("range query: %v\n%s", err, out)
 	}
 	f := func(want string, args ...string) {
@@ -191,7 +193,35 @@ func TestQueryCommand(t *testing.T) {
 
 	s := serve(t, "--data", data)
 	out, err = run(t, "query", "--server", s.URL, "--time", "2026-11-30T03:39:42Z", q)
-	if err != nil || !strings.Contains(out, `{task="allocate memory"} => 324698112 @[1796009982]`) {
+	if err != nil || !strings.Contains(out, `{task="allocate memory"} => 324698112 @ 2026-11-30T03:39:42.000Z`) {
 		t.Fatalf("query --server: %v\n%s", err, out)
 	}
+	// The same answer, in the same units, from both.
+	if d := strings.Join(sortedLines(outData), "\n"); d != strings.Join(sortedLines(out), "\n") {
+		t.Fatalf("query --data and --server differ:\n%s\n--\n%s", outData, out)
+	}
+	// Nothing matched: said, on stderr; nothing on stdout.
+	code, stdout, stderr := runExit(t, nil, "query", "--server", s.URL, "--time", "2026-11-30T03:39:42Z", `peakline_memory_bytes{job_id="no-such-job"}`)
+	if code != 0 || stdout != "" || !strings.Contains(stderr, `no series matched peakline_memory_bytes{job_id="no-such-job"}`) {
+		t.Errorf("query --server of nothing: %d, stdout %q, stderr %q; want 0, nothing and a word that nothing matched", code, stdout, stderr)
+	}
+	s.stop(t)
+	for _, where := range [][]string{{"--data", data}} {
+		code, stdout, stderr := runExit(t, nil, append(append([]string{"query"}, where...), "--time", "2026-11-30T03:39:42Z", `peakline_memory_bytes{job_id="no-such-job"}`)...)
+		if code != 0 || stdout != "" || !strings.Contains(stderr, `no series matched peakline_memory_bytes{job_id="no-such-job"}`) {
+			t.Errorf("query %s of nothing: %d, stdout %q, stderr %q; want 0, nothing and a word that nothing matched", where[0], code, stdout, stderr)
+		}
+	}
+}
+
+// sortedLines splits s into its lines, sorted, leaving out log lines.
+func sortedLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if !strings.HasPrefix(l, "time=") {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

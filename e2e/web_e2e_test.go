@@ -416,6 +416,13 @@ func testWebMeasured(t *testing.T, browser context.Context, base string) {
 	if shown := webEval[bool](t, tab, `!document.getElementById('job-measured').hidden`); shown {
 		t.Errorf("cgroup job shows the measured note %q, want none", webEval[string](t, tab, `document.getElementById('job-measured').textContent`))
 	}
+	// The samples before the first task have a row of their own, named
+	// as such.
+	tab.poll(t, `document.querySelectorAll('#tasks tbody tr').length === 2`)
+	rows := webEval[[]string](t, tab, `[...document.querySelectorAll('#tasks tbody tr')].map(r => r.querySelector('td.num').textContent + ' ' + r.querySelector('.task-name').textContent)`)
+	if want := []string{"– before first task", "3 tiny"}; !slices.Equal(rows, want) {
+		t.Errorf("cgroup job's task rows %q, want %q", rows, want)
+	}
 	tab.checkProblems(t)
 }
 

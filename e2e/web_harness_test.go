@@ -77,12 +77,17 @@ func webManyTasksJob(startMs int64) *ship.Batch {
 	return b
 }
 
-// webTinyJob has one task with one CPU sample, at startMs.
+// webTinyJob has one task with one CPU sample, at startMs, and a memory
+// sample before it (Series[1], counter 0).
 func webTinyJob(id string, startMs int64) *ship.Batch {
 	return &ship.Batch{
-		JobID:  id,
-		Tasks:  []ship.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
-		Series: []ship.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}}},
+		JobID: id,
+		Tasks: []ship.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
+		Series: []ship.Series{
+			{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}},
+			// Taken before the first task started, as collect does.
+			{Resource: "memory", Counter: 0, Ts: []int64{startMs - 200}, Vs: []float64{40 << 20}},
+		},
 	}
 }
 

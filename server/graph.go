@@ -69,6 +69,16 @@ func (s *Server) graph(c echo.Context) error {
 	}
 	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
 	p.Measured = job.Info.Measured
+	p.JobURL = JobOutputURL(s.cfg.AWXUIURL, jobID)
+	p.Status, p.ReportedStatus = jobState(job.Info.Status), job.Info.Status
+	if stateEnded(p.Status) {
+		// The whole job's end, whatever the window (cached per job).
+		sum, err := s.store.Summary(c.Request().Context(), jobID)
+		if err != nil {
+			return err
+		}
+		p.End = sum.LastMs
+	}
 	p.Pressure = graphpayload.Pressure(pressureInput(job), points)
 	return c.JSON(http.StatusOK, p)
 }
@@ -106,7 +116,7 @@ func (s *Server) tasks(c echo.Context) error {
 	if job.LastEvent != nil {
 		last = job.LastEvent.Counter
 	}
-	return c.JSON(http.StatusOK, graphpayload.TaskList{JobID: jobID, Tasks: graphpayload.Summaries(cols, spans, last), EventsURL: s.eventsURL(jobID)})
+	return c.JSON(http.StatusOK, graphpayload.TaskList{JobID: jobID, Tasks: graphpayload.Summaries(cols, spans, last), EventsURL: s.eventsURL(jobID), JobURL: JobOutputURL(s.cfg.AWXUIURL, jobID)})
 }
 
 // eventsURL fills {job_id} into the events template.

@@ -92,6 +92,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 		}
 		end = i + 1
 	}
+	runsInAll := end
 	runSpans = runSpans[max(0, end-last):end]
 	sums := make([]tsdb.Summary, 0, len(runSpans))
 	for _, sp := range runSpans {
@@ -147,7 +148,10 @@ func (s *Server) templateHistory(c echo.Context) error {
 	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, history.Build(id, name, runs, rule, maxHistoryTasks))
+	h := history.Build(id, name, runs, rule, maxHistoryTasks)
+	// Runs deleted while the window was read are gone from the count too.
+	h.RunsInAll = runsInAll - (len(runSpans) - len(runs))
+	return c.JSON(http.StatusOK, h)
 }
 
 // maxStallParam parses max_stall=SHARE (0 to 1; history.Rule.MaxStall):

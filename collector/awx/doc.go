@@ -15,6 +15,12 @@
 //     keeps its position in the job's events through AWX outages and hands
 //     them, in counter order, to a Sink (a session's live.Events), where
 //     they become the task starts samples are attributed to;
+//   - the import workflows (import.go, reattr.go): reading an AWX job's
+//     metadata and events for `peakline import --awx-url`, and
+//     re-attributing a job already stored (Reattribute) over StoredJobs, the
+//     store's read, delete and write that main wires to the embedded store
+//     or a running server, with the kept copy of the result (KeepJob,
+//     ReadKeptJob) and the check that the stored job is then the same;
 //   - in awx/awxtest, a fake AWX API server for tests that serves real
 //     ansible-runner job_events directories in the API's shape.
 //
@@ -22,7 +28,8 @@
 // those stay in collector/live, collector/ansible and collector/ship, which
 // take the events this package reads (Event.JobEvent, Job.Info). It imports
 // collector/ansible, and collector/ship for reading the token file and the
-// CA bundle as every client does.
+// CA bundle as every client does and for the ingest batches of the kept
+// copy.
 //
 // The AWX API facts relied on, read from the AWX sources (ansible/awx,
 // releases 21 to 24):

@@ -44,7 +44,7 @@ func TestBuild(t *testing.T) {
 		`{"job_id":"1002","counter":21,"start":1796010102400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}},` +
 		`{"job_id":"1004","counter":21,"start":1796010302400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}},` +
 		`{"job_id":"1005","counter":21,"start":1796010402400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}}],` +
-		`"regressions":[]}],"tasks_omitted":0}`
+		`"regressions":[]}],"tasks_omitted":0,"min_others":3,"runs_in_all":5}`
 	if string(got) != want {
 		t.Errorf("history\n got %s\nwant %s", got, want)
 	}
@@ -54,7 +54,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("capped at 1 task: %d tasks, %d omitted; want 1 and 1", len(h.Tasks), h.TasksOmitted)
 	}
 	h = Build("7", "", nil, DefaultRule(), 0)
-	if got, _ := json.Marshal(h); string(got) != `{"template_id":"7","template_name":"","runs":[],"tasks":[],"tasks_omitted":0}` {
+	if got, _ := json.Marshal(h); string(got) != `{"template_id":"7","template_name":"","runs":[],"tasks":[],"tasks_omitted":0,"min_others":3,"runs_in_all":0}` {
 		t.Errorf("no runs: %s", got)
 	}
 }
