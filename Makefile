@@ -86,7 +86,7 @@ manifests: $(TOOLS_BIN)/helm
 # (at the lowest CPU priority: minutes on an idle machine, up to an hour
 # beside other work; kept once built), and the remote
 # replica tests run against each, started on loopback with temp dirs and
-# stopped after (scripts/scaleout-test.sh; README, "Scaling out"). Not part
+# stopped after (scripts/scaleout-test.sh; docs/scaling-out.md). Not part
 # of make test, which tests VictoriaMetrics single-node and Prometheus.
 SCALEOUT_BIN ?= $(TOOLS_BIN)/scaleout
 

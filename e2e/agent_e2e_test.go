@@ -421,7 +421,7 @@ func checkJob(t *testing.T, s *served, j *runnerJob, measured string) {
 		t.Errorf("job %s: memory peak %+v (task %q), want >= 250 MB in \"allocate memory\"", id, p, served[peakCounter(p)])
 	}
 	// A process tree's CPU shows a member's last interval only when its
-	// parent reaps it (README, "Jobs with no cgroup of their own"), so the
+	// parent reaps it (docs/awx.md, "Jobs with no cgroup of their own"), so the
 	// burners' end can land a sample into the next task: for such a job
 	// only the means decide.
 	peakShare := 0.75

@@ -92,7 +92,7 @@ func thanosStoresChecked(t *testing.T, base string, after time.Time) {
 // already holds a sample of now, is stored whole and reads back as the
 // embedded store reads it. On an engine built on the Prometheus TSDB
 // (Prometheus, Mimir, Thanos receive) that takes its out-of-order window
-// (README, Scaling out); without it the engine refuses the old samples
+// (docs/scaling-out.md); without it the engine refuses the old samples
 // and import fails with the engine's reason.
 func TestRemoteBackfill(t *testing.T) {
 	const tree = "../testdata/ansible/runner-basic"
@@ -123,7 +123,7 @@ func TestRemoteBackfill(t *testing.T) {
 			e.flush(t)
 			job := "backfill-" + e.name
 			if out, err := run(t, "import", "--server", a.URL, "--job", job, tree); err != nil {
-				t.Fatalf("import of a job hours older than the engine's newest sample: %v (is the engine's out-of-order window set? README, Scaling out)\n%s", err, out)
+				t.Fatalf("import of a job hours older than the engine's newest sample: %v (is the engine's out-of-order window set? docs/scaling-out.md)\n%s", err, out)
 			}
 			e.flush(t)
 			if got := a.rawSamples(t, job); got != want {

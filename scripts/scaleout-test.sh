@@ -12,7 +12,7 @@
 # (not PEAKLINE_REMOTE_*: every serve flag is read from PEAKLINE_<FLAG>, so
 # those names would reconfigure any serve the tests start.)
 #
-# The start commands are the ones README's "Scaling out" section gives, with
+# The start commands are the ones docs/scaling-out.md gives, with
 # what an operator changes for Peakline:
 #   - the out-of-order window: a job imported or re-sent after the engine
 #     has newer samples lies more than an hour before the engine's newest

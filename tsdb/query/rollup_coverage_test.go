@@ -45,7 +45,7 @@ var promqlRollups = map[string]bool{
 	"timestamp": true,
 }
 
-// leftOutRollups are refused, and why (the README lists them).
+// leftOutRollups are refused, and why (docs/grafana.md lists them).
 var leftOutRollups = map[string]string{
 	// The engine hides staleness markers from functions, and Peakline's
 	// own series never store them.
@@ -103,7 +103,7 @@ func TestRollupCoverage(t *testing.T) {
 			t.Errorf("%s: no case in rollupCases compares it with VictoriaMetrics", name)
 		}
 	}
-	// The README's table counts these.
+	// docs/grafana.md's table counts these.
 	if want := 80 - len(promqlRollups) - len(leftOutRollups); added != want {
 		t.Errorf("%d rollups added, want %d", added, want)
 	}

@@ -58,7 +58,7 @@ vector year`)
 avg bottomk count count_values group max min quantile stddev stdvar sum topk`)
 )
 
-// leftOut are refused, and why (the README lists them).
+// leftOut are refused, and why (docs/grafana.md lists them).
 var leftOut = map[string]string{
 	"buckets_limit":    "it thins histogram buckets by their hits over the range: over VictoriaMetrics' buckets that nests functions of the whole range, which the engine evaluates over a shifted window",
 	"rand":             "random numbers no comparison can hold to VictoriaMetrics'",
@@ -68,7 +68,7 @@ var leftOut = map[string]string{
 
 // Every transform and aggregation of metricsql is PromQL's own, added
 // with a case compared with VictoriaMetrics, or left out with a reason
-// and refused as bad_data naming it; the README's table counts them.
+// and refused as bad_data naming it; docs/grafana.md's table counts them.
 func TestTransformAndAggregateCoverage(t *testing.T) {
 	store := openStore(t, testBase, labels.FromStrings("__name__", "a", "job_id", "1"))
 	e := query.New(store.Queryable(), query.Options{})
@@ -126,7 +126,7 @@ func TestTransformAndAggregateCoverage(t *testing.T) {
 					found = found || strings.Contains(c.query, name+"(")
 				}
 			}
-			// start(), end() and step() are numbers; the README's
+			// start(), end() and step() are numbers; docs/grafana.md's
 			// examples and the translation tests pin them.
 			if !found && name != "start" && name != "end" && name != "step" && name != "now" {
 				t.Errorf("%s: no case compares it with VictoriaMetrics", name)

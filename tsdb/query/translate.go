@@ -71,7 +71,7 @@ const maxKeepNames = 100
 //     Peakline drops it as Prometheus does, except for first_over_time
 //     and last_over_time.
 //
-// What is left (the functions README's MetricsQL table leaves out, fill
+// What is left (the functions docs/grafana.md's MetricsQL tables leave out, fill
 // modifiers on group_left/group_right, functions of the whole range over
 // one another in a range query) is refused with ErrBadData naming it.
 type translator struct {

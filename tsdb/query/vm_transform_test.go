@@ -183,7 +183,7 @@ var syntaxCases = []vmCase{
 	{query: cpuGaps + ` > bool on(job_id, counter) fill(3) last_over_time(peakline_pids[1m])`},
 }
 
-// The queries of the README and of the Grafana dashboard's task table.
+// The queries of docs/ and of the Grafana dashboard's task table.
 func TestCompareWithVMDashboard(t *testing.T) {
 	compareWithVM(t, []vmCase{
 		{query: `max by (counter, task, task_uuid) (tmax_over_time(peakline_memory_bytes{job_id="demo2"}[20s]) * 1000)`, span: vmAnsible},

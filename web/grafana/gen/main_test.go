@@ -206,7 +206,7 @@ func TestProvisioning(t *testing.T) {
 	if s.Type != "prometheus" || s.UID != DatasourceUID || !strings.HasSuffix(s.URL, "/prometheus") || s.Access != "proxy" {
 		t.Fatalf("datasource: %+v", s)
 	}
-	// A server with --auth-file wants a read token (README "Security").
+	// A server with --auth-file wants a read token (docs/security.md).
 	if s.JSONData["httpHeaderName1"] != "Authorization" || s.SecureJSONData["httpHeaderValue1"] != "Bearer $PEAKLINE_READ_TOKEN" {
 		t.Fatalf("datasource auth header: %v %v", s.JSONData["httpHeaderName1"], s.SecureJSONData)
 	}
