@@ -15,6 +15,9 @@ type History struct {
 	// TasksOmitted counts the tasks past the answer's cap (MaxTasks of
 	// Build), left out from the end of the order.
 	TasksOmitted int `json:"tasks_omitted"`
+	// Dists is the spread of each metric over the whole finished runs of
+	// the window (see RunDists).
+	Dists Dists `json:"distribution"`
 }
 
 // RunEntry is one run of the window.
@@ -34,6 +37,9 @@ type TaskEntry struct {
 	TaskPath    string         `json:"task_path"`
 	Runs        []TaskRunEntry `json:"runs"`        // one per run it appears in, oldest first
 	Regressions []Regression   `json:"regressions"` // in run order, then Metrics order
+	// Dists is the spread of each metric of the task over the finished
+	// runs it appears in (see TaskDists).
+	Dists Dists `json:"distribution"`
 }
 
 // TaskRunEntry is one task in one run: its counter there, duration, CPU
@@ -81,7 +87,7 @@ type Contention struct {
 // (<= 0: all). It does not modify runs; the document shares the runs'
 // Max and Mean figures.
 func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int) History {
-	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{}}
+	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{}, Dists: RunDists(runs)}
 	for i, r := range runs {
 		h.Runs[i] = RunEntry{JobID: r.JobID, Start: r.StartMs, End: r.EndMs, Status: r.Status}
 	}
@@ -91,7 +97,7 @@ func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int)
 		tasks = tasks[:maxTasks]
 	}
 	for _, t := range tasks {
-		e := TaskEntry{Key: t.Key, Name: t.Name, Play: t.Play, Role: t.Role, TaskPath: t.Path, Runs: []TaskRunEntry{}, Regressions: Flag(runs, t, rule)}
+		e := TaskEntry{Key: t.Key, Name: t.Name, Play: t.Play, Role: t.Role, TaskPath: t.Path, Runs: []TaskRunEntry{}, Regressions: Flag(runs, t, rule), Dists: TaskDists(runs, t)}
 		for ri, at := range t.At {
 			if at < 0 {
 				continue
