@@ -45,31 +45,59 @@ func (e *noSuchRunError) Unwrap() error { return errNoSuchRun }
 // templateHistory answers GET /api/v1/templates/{id}/history?last=N[&job=ID][&max_stall=SHARE]:
 // the template's last N runs (default 20, at most 100) oldest first, or
 // with job the N runs ending at that job; every task matched across them
-// with its statistics per run, and the regressions the rule flags
-// (package tsdb/history). The runs are read with the same per-job reads
-// as the tasks payload, so a remote backend serves them too.
+// with its statistics per run, the spread of each metric over the runs,
+// and the regressions the rule flags (package tsdb/history). The runs
+// are read with the same per-job reads as the tasks payload, so a remote
+// backend serves them too.
 func (s *Server) templateHistory(c echo.Context) error {
-	id, err := pathParam(c, "id")
+	id, err := templateParam(c)
 	if err != nil {
-		return badRequest("id: the template id in the path is not properly escaped: %v", err)
-	}
-	if err := checkTemplateID("id", id); err != nil {
 		return err
 	}
 	last, err := historyLast(c.QueryParam("last"))
 	if err != nil {
 		return err
 	}
+	rule := s.regressionRule()
+	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
+		return err
+	}
+	runs, name, release, err := s.templateRuns(c, id, last, c.QueryParam("job"))
+	if err != nil {
+		return err
+	}
+	defer release()
+	return c.JSON(http.StatusOK, history.Build(id, name, runs, rule, maxHistoryTasks))
+}
+
+// templateParam reads and checks the template id of the path.
+func templateParam(c echo.Context) (string, error) {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return "", badRequest("id: the template id in the path is not properly escaped: %v", err)
+	}
+	if err := checkTemplateID("id", id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// templateRuns reads the last runs of template id (oldest first), or
+// with job the last runs ending at that job, each with its per-task
+// statistics, and the template's newest name. The memory of the read is
+// reserved in the heavy-read pool before it starts; the caller calls
+// release once it has answered.
+func (s *Server) templateRuns(c echo.Context, id string, last int, job string) (runs []history.Run, name string, release func(), err error) {
 	ctx := c.Request().Context()
 	ids, err := s.store.TemplateJobs(ctx, id)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	// Order the runs by their spans (chunk bounds, cached): only the runs
 	// of the window are read.
 	spans, err := s.store.Spans(ctx)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	ofTemplate := make(map[string]bool, len(ids))
 	for _, jid := range ids {
@@ -85,10 +113,10 @@ func (s *Server) templateHistory(c echo.Context) error {
 		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
 	})
 	end := len(runSpans)
-	if job := c.QueryParam("job"); job != "" {
+	if job != "" {
 		i := slices.IndexFunc(runSpans, func(sp tsdb.Span) bool { return sp.ID == job })
 		if i < 0 {
-			return &noSuchRunError{job: job, template: id}
+			return nil, "", nil, &noSuchRunError{job: job, template: id}
 		}
 		end = i + 1
 	}
@@ -100,7 +128,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 			continue // deleted since it was listed
 		}
 		if err != nil {
-			return err
+			return nil, "", nil, err
 		}
 		sums = append(sums, sum)
 	}
@@ -123,31 +151,26 @@ func (s *Server) templateHistory(c echo.Context) error {
 		maxSamples = max(maxSamples, samples)
 	}
 	estimate += int64(maxSamples) * readSampleBytes
-	release, err := s.reads.reserve(c, fmt.Sprintf("the history of %d runs", len(sums)), estimate)
+	release, err = s.reads.reserve(c, fmt.Sprintf("the history of %d runs", len(sums)), estimate)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
-	defer release()
-	runs := make([]history.Run, 0, len(sums))
-	name := ""
+	runs = make([]history.Run, 0, len(sums))
 	for _, sum := range sums {
 		job, err := s.store.ReadJob(ctx, sum.ID, math.MinInt64, math.MaxInt64)
 		if errors.Is(err, tsdb.ErrJobNotFound) {
 			continue // deleted since its summary was read
 		}
 		if err != nil {
-			return err
+			release()
+			return nil, "", nil, err
 		}
 		runs = append(runs, s.runs.get(job, sum))
 		if sum.Info.TemplateName != "" {
 			name = sum.Info.TemplateName // the newest name wins
 		}
 	}
-	rule := s.regressionRule()
-	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, history.Build(id, name, runs, rule, maxHistoryTasks))
+	return runs, name, release, nil
 }
 
 // maxStallParam parses max_stall=SHARE (0 to 1; history.Rule.MaxStall):
@@ -187,7 +210,8 @@ func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 			cpu = history.CPUSeconds(nil, c.Ts, c.Vs, c.Task, len(job.Tasks))
 		}
 	}
-	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks))}
+	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks)),
+		Sizing: sizingOf(job.Info)}
 	for i, t := range job.Tasks {
 		tr := history.TaskRun{Counter: t.Counter, Name: t.Name, Play: t.Play, Role: t.Role, Path: t.Path,
 			StartMs: t.StartMs, EndMs: t.EndMs, Max: history.StatsOf(stats[i].Max), Mean: history.StatsOf(stats[i].Mean)}

@@ -214,6 +214,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	api.GET("/templates/:id", s.getTemplate)
 	api.PUT("/templates/:id", s.putTemplate)
 	api.GET("/templates/:id/history", s.templateHistory)
+	api.GET("/templates/:id/rightsize", s.templateRightsize)
 	if err := s.registerPrometheus(e); err != nil {
 		return nil, err
 	}
