@@ -1,0 +1,75 @@
+package cgroup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// noLimitV1 is where v1's memory.limit_in_bytes starts to mean "no
+// limit": the kernel writes the largest page-aligned int64
+// (9223372036854771712), and no machine has 2^62 bytes.
+const noLimitV1 = 1 << 62
+
+// MemoryLimit returns the memory limit the cgroup's processes live
+// under, in bytes: the lowest of the cgroup's own limit and those of the
+// cgroups above it (v2 memory.max, v1 memory.limit_in_bytes), 0 when
+// there is none. The walk up stops where the limit file ends (the root
+// of the hierarchy has none on v2).
+func (c *Cgroup) MemoryLimit() (uint64, error) {
+	name := "memory.limit_in_bytes"
+	if c.mode == ModeV2 {
+		name = "memory.max"
+	}
+	lowest := uint64(0)
+	for dir := c.memDir; ; dir = filepath.Dir(dir) {
+		v, err := readUint(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		// v2 "max" reads as 0; v1 says "none" with a huge number.
+		if v > 0 && v < noLimitV1 && (lowest == 0 || v < lowest) {
+			lowest = v
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			break
+		}
+	}
+	return lowest, nil
+}
+
+// OOMKills returns how many processes of the cgroup the OOM killer
+// killed since the cgroup was made: v2 oom_kill of memory.events (which
+// counts a kill at a limit above the cgroup too), v1 oom_kill of
+// memory.oom_control (kernels ≥ 4.13; a kill at this cgroup's limit).
+// ok is false when the kernel does not say (v1 before 4.13; memory.failcnt
+// there counts the times usage hit the limit, which are no kills).
+func (c *Cgroup) OOMKills() (kills uint64, ok bool, err error) {
+	file := filepath.Join(c.memDir, "memory.oom_control")
+	if c.mode == ModeV2 {
+		file = filepath.Join(c.memDir, "memory.events")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false, fmt.Errorf("cannot read %q: %w", file, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, found := bytes.CutPrefix(sc.Bytes(), []byte("oom_kill ")); found {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			if err != nil {
+				return 0, false, fmt.Errorf("cannot parse %q: %w", file, err)
+			}
+			return n, true, nil
+		}
+	}
+	return 0, false, nil
+}
