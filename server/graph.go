@@ -69,6 +69,15 @@ func (s *Server) graph(c echo.Context) error {
 	}
 	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
 	p.Measured = job.Info.Measured
+	if sizingOf(job.Info) != (history.Sizing{}) {
+		// The at-cap mark is of the whole job's peak, whatever the window:
+		// the summary has it (cached).
+		sum, err := s.store.Summary(c.Request().Context(), jobID)
+		if err != nil {
+			return err
+		}
+		p.Sizing = sizingEntry(sum)
+	}
 	return c.JSON(http.StatusOK, p)
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/peakline/peakline/server/graphpayload"
 	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/history"
 )
@@ -75,4 +76,23 @@ func sizingOf(info tsdb.JobInfo) history.Sizing {
 		OOMKills:         int(num(info.OOMKills)), OOMCounter: num(info.OOMCounter),
 		ProjectRevision: info.ProjectRevision, EEImage: info.EEImage,
 	}
+}
+
+// sizingEntry is the sizing of a job as the graph payload and the jobs
+// list show it, from its info and its summary's memory peak; nil when
+// the info says none of it.
+func sizingEntry(sum tsdb.Summary) *graphpayload.Sizing {
+	z := sizingOf(sum.Info)
+	if z == (history.Sizing{}) {
+		return nil
+	}
+	e := &graphpayload.Sizing{Forks: z.Forks, Hosts: z.Hosts, MemoryLimitBytes: int64(z.MemoryLimitBytes),
+		OOMKills: z.OOMKills, OOMCounter: z.OOMCounter, ProjectRevision: z.ProjectRevision, EEImage: z.EEImage}
+	for _, r := range sum.Resources {
+		if r.Resource.Name == "memory" && r.Samples > 0 {
+			e.PeakBytes = int64(r.Peak)
+		}
+	}
+	e.AtCap = z.OOMKills == 0 && z.MemoryLimitBytes > 0 && float64(e.PeakBytes) >= history.AtCapShare*z.MemoryLimitBytes
+	return e
 }

@@ -10,6 +10,7 @@ import { DEFAULT_RUNS, historyURL, templateURL, usualOf, usualSummary, jobRegres
 import {
   RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDateTime, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment,
 } from './format.js';
+import { renderJobSizing } from './rightsize.js';
 
 // A job whose newest sample is this recent is still running: refresh it.
 const LIVE_WINDOW_MS = 30_000;
@@ -278,6 +279,7 @@ function renderHeader(p, live) {
   ];
   $('job-meta').textContent = parts.join(' · ');
   renderMeasured(p.measured);
+  renderJobSizing($('job-sizing'), jobId, p.sizing, new Map(p.tasks.map((t) => [t.counter, t.name])));
   $('window-label').textContent = zoomed()
     ? `Window ${fmtClock(p.from, true)} – ${fmtClock(p.to, true)} (${fmtDuration(p.to - p.from)}) of the job`
     : 'Whole job';

@@ -1,0 +1,96 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/peakline/peakline/server"
+)
+
+// The sizing fields of a job's info sent by remote write reach the jobs
+// list, the graph payload (with the OOM task and the at-cap mark) and the
+// Prometheus API as peakline_job_info labels; a field that must be a
+// number and is not is a 400 naming it.
+func TestRemoteWriteSizing(t *testing.T) {
+	env := newPromEnv(t, server.Config{EventsURL: testEventsURL})
+	j := testJob("rw9", 4, 600, 3)
+	req := jobWriteRequest(j)
+	firstMs := req.Timeseries[0].Samples[0].Timestamp
+	var peak float64
+	for _, ts := range req.Timeseries {
+		if hasLabel(ts.Labels, "__name__", "peakline_memory_bytes") {
+			for _, s := range ts.Samples {
+				peak = max(peak, s.Value)
+			}
+		}
+	}
+	if peak == 0 {
+		t.Fatal("the test job has no memory samples")
+	}
+	info := func(extra ...prompb.Label) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: append([]prompb.Label{
+			{Name: "__name__", Value: "peakline_job_info"}, {Name: "job_id", Value: "rw9"}, {Name: "template_id", Value: "7"},
+		}, extra...), Samples: []prompb.Sample{{Timestamp: firstMs, Value: 1}}}
+	}
+	// The limit sits 2 % above the peak: at its cap, not killed.
+	limit := fmt.Sprint(int64(peak * 1.02))
+	req.Timeseries = append(req.Timeseries, info(
+		prompb.Label{Name: "ee_image", Value: "quay.io/ansible/awx-ee:24.6.1"}, prompb.Label{Name: "forks", Value: "10"},
+		prompb.Label{Name: "hosts", Value: "3"}, prompb.Label{Name: "memory_limit_bytes", Value: limit},
+		prompb.Label{Name: "project_revision", Value: "3f2c9e1a"}))
+	mustWrite(t, env.hs.URL+"/api/v1/write", req)
+
+	job := getDoc(t, env.hs.URL+"/api/v1/jobs?template=7").(map[string]any)["jobs"].([]any)[0].(map[string]any)
+	sz, _ := job["sizing"].(map[string]any)
+	if got := fmt.Sprint(sz["forks"], " ", sz["hosts"], " ", fmt.Sprintf("%.0f", sz["memory_limit_bytes"]), " ", sz["at_cap"], " ", sz["ee_image"], " ", sz["project_revision"], " ", sz["oom_kills"]); got != fmt.Sprintf("10 3 %s true quay.io/ansible/awx-ee:24.6.1 3f2c9e1a <nil>", limit) {
+		t.Errorf("jobs list sizing = %q", got)
+	}
+
+	// Killed in the job's second task: no longer at its cap, but killed.
+	counter := fmt.Sprint(j.Tasks[1].Counter)
+	mustWrite(t, env.hs.URL+"/api/v1/write", &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{info(
+		prompb.Label{Name: "oom_counter", Value: counter}, prompb.Label{Name: "oom_kills", Value: "1"}, prompb.Label{Name: "status", Value: "failed"})}})
+	g := getDoc(t, env.hs.URL+"/api/v1/jobs/rw9/graph?points=10").(map[string]any)
+	sz, _ = g["sizing"].(map[string]any)
+	if got := fmt.Sprint(sz["oom_kills"], " ", sz["oom_counter"], " ", sz["at_cap"], " ", sz["forks"]); got != "1 "+counter+" <nil> 10" {
+		t.Errorf("graph sizing = %q, want 1 %s <nil> 10", got, counter)
+	}
+	res, _, _, err := env.api.Series(t.Context(), []string{`peakline_job_info{job_id="rw9"}`}, time.UnixMilli(firstMs-60_000), time.UnixMilli(firstMs+60_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kills, forks []string
+	for _, ls := range res {
+		if v, ok := ls["oom_kills"]; ok {
+			kills = append(kills, string(v))
+		}
+		if v, ok := ls["forks"]; ok {
+			forks = append(forks, string(v))
+		}
+	}
+	if strings.Join(kills, ",") != "1" || strings.Join(forks, ",") != "10" {
+		t.Errorf("peakline_job_info series: oom_kills %q forks %q, want 1 and 10", kills, forks)
+	}
+	rs := getDoc(t, env.hs.URL+"/api/v1/templates/7/rightsize").(map[string]any)
+	if oom := rs["oom"].([]any); len(oom) != 1 || oom[0].(map[string]any)["job_id"] != "rw9" || oom[0].(map[string]any)["task"] != j.Tasks[1].Name {
+		t.Errorf("rightsize oom = %v, want rw9 in %q", rs["oom"], j.Tasks[1].Name)
+	}
+
+	bad := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{info(prompb.Label{Name: "forks", Value: "ten"})}}
+	if code, resp := postWrite(t, env.hs.URL+"/api/v1/write", encodeWrite(t, bad), nil); code != 400 || !strings.Contains(resp, `forks must be a decimal number`) || !strings.Contains(resp, `got \"ten\"`) {
+		t.Errorf("forks=ten: %d %s, want 400 naming forks", code, resp)
+	}
+}
+
+func hasLabel(ls []prompb.Label, name, value string) bool {
+	for _, l := range ls {
+		if l.Name == name && l.Value == value {
+			return true
+		}
+	}
+	return false
+}
