@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -88,7 +89,13 @@ func templateParam(c echo.Context) (string, error) {
 // reserved in the heavy-read pool before it starts; the caller calls
 // release once it has answered.
 func (s *Server) templateRuns(c echo.Context, id string, last int, job string) (runs []history.Run, name string, release func(), err error) {
-	ctx := c.Request().Context()
+	return s.readTemplateRuns(c.Request().Context(), id, last, job, func(what string, bytes int64) (func(), error) {
+		return s.reads.reserve(c, what, bytes)
+	})
+}
+
+// readTemplateRuns is templateRuns with the reservation made by reserve.
+func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job string, reserve func(what string, bytes int64) (func(), error)) (runs []history.Run, name string, release func(), err error) {
 	ids, err := s.store.TemplateJobs(ctx, id)
 	if err != nil {
 		return nil, "", nil, err
@@ -151,7 +158,7 @@ func (s *Server) templateRuns(c echo.Context, id string, last int, job string) (
 		maxSamples = max(maxSamples, samples)
 	}
 	estimate += int64(maxSamples) * readSampleBytes
-	release, err = s.reads.reserve(c, fmt.Sprintf("the history of %d runs", len(sums)), estimate)
+	release, err = reserve(fmt.Sprintf("the history of %d runs", len(sums)), estimate)
 	if err != nil {
 		return nil, "", nil, err
 	}

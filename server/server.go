@@ -196,6 +196,9 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.metrics.middleware)
+	if err := reg.Register(newTemplateMetrics(s, time.Now)); err != nil {
+		return nil, fmt.Errorf("register template metrics: %w", err)
+	}
 	s.useSecurity(e, reg)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024}))
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
