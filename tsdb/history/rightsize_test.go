@@ -29,7 +29,9 @@ func sizedRun(id int, status string, peakMiB, cpuMean float64, s Sizing) Run {
 // cap, a canceled run and one still going.
 func TestRightsize(t *testing.T) {
 	const img = "quay.io/ansible/awx-ee:24.6.1"
-	sz := func(forks int) Sizing { return Sizing{Forks: forks, Hosts: 8, EEImage: img, ProjectRevision: "3f2c9e1a7b6d4c0e"} }
+	sz := func(forks int) Sizing {
+		return Sizing{Forks: forks, Hosts: 8, EEImage: img, ProjectRevision: "3f2c9e1a7b6d4c0e"}
+	}
 	oom := sz(5)
 	oom.MemoryLimitBytes, oom.OOMKills, oom.OOMCounter = 384*miB, 1, 18
 	capped := sz(5)
