@@ -1,14 +1,18 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/server"
+	"github.com/peakline/peakline/tsdb"
 )
 
 // The sizing fields of a job's info sent by remote write reach the jobs
@@ -93,4 +97,72 @@ func hasLabel(ls []prompb.Label, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// The shipped dashboard's panel of run peaks against limits runs on
+// Peakline: per run of $template its memory peak, and its cgroup's
+// limit where it had one.
+func TestGrafanaMemoryLimitPanel(t *testing.T) {
+	b, err := os.ReadFile("../web/grafana/dashboards/peakline.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d grafanaDashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	env := newPromEnv(t, server.Config{})
+	ctx := t.Context()
+	var from, to time.Time
+	peaks := map[string]float64{}
+	for i, id := range []string{"m1", "m2", "m3"} {
+		j := testJob(id, 3, 40, int64(40+i))
+		batch := jobBatch(j)
+		batch.Info = tsdb.JobInfo{TemplateID: "7"}
+		if id != "m2" {
+			batch.Info.MemoryLimit = fmt.Sprint((i + 1) << 30)
+		}
+		for _, s := range batch.Series {
+			if s.Resource == "memory" {
+				for _, v := range s.Vs {
+					peaks[id] = max(peaks[id], v)
+				}
+			}
+		}
+		if _, err := env.store.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			from = time.UnixMilli(j.Tasks[0].StartMs).Truncate(time.Minute)
+		}
+		to = time.UnixMilli(j.LastEventMs).Truncate(time.Second).Add(time.Second)
+	}
+	fill := strings.NewReplacer(`$template`, "7", `$__range`, fmt.Sprintf("%ds", int(to.Sub(from).Seconds())+60))
+	found := false
+	for _, p := range d.Panels {
+		if !strings.HasPrefix(p.Title, "Memory peak per run against its limit") {
+			continue
+		}
+		found = true
+		if len(p.Targets) != 2 {
+			t.Fatalf("%d targets, want peak and limit", len(p.Targets))
+		}
+		got := map[string]map[string]float64{}
+		for _, tg := range p.Targets {
+			vec := res(env.api.Query(ctx, fill.Replace(tg.Expr), to)).must(t).(model.Vector)
+			got[tg.RefID] = map[string]float64{}
+			for _, s := range vec {
+				got[tg.RefID][string(s.Metric["job_id"])] = float64(s.Value)
+			}
+		}
+		if fmt.Sprint(got["A"]) != fmt.Sprint(peaks) {
+			t.Errorf("peaks %v, want %v", got["A"], peaks)
+		}
+		if want := map[string]float64{"m1": 1 << 30, "m3": 3 << 30}; fmt.Sprint(got["B"]) != fmt.Sprint(want) {
+			t.Errorf("limits %v, want %v", got["B"], want)
+		}
+	}
+	if !found {
+		t.Fatal("no memory-against-limit panel in the dashboard")
+	}
 }
