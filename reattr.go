@@ -388,14 +388,7 @@ func readKeptJob(path string, maxBytes int64) (j *ansible.Job, ok bool, err erro
 		if j == nil {
 			j = &ansible.Job{ID: b.JobID, Source: "batches"}
 		}
-		j.Tasks = append(j.Tasks, b.Tasks...)
-		j.Series = append(j.Series, b.Series...)
-		if b.LastEvent != nil && (j.LastEvent == nil || b.LastEvent.Counter > j.LastEvent.Counter) {
-			j.LastEvent = b.LastEvent
-		}
-		if !(b.JobInfo == ansible.JobInfo{}) {
-			j.Info = b.JobInfo
-		}
+		b.AddTo(j)
 	}
 	if j == nil {
 		return nil, true, fmt.Errorf("read batch file %s: no batch", path)

@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -29,9 +28,9 @@ func webUUID(i int) string { return fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d",
 
 // webEmptyJob has three tasks and no samples.
 func webEmptyJob(startMs int64) *ship.Batch {
-	b := &ship.Batch{JobID: "web-empty", LastEvent: &ansible.Event{Counter: 12, TimeMs: startMs + 9000}}
+	b := &ship.Batch{JobID: "web-empty", LastEvent: &ship.Event{Counter: 12, TimeMs: startMs + 9000}}
 	for i := range 3 {
-		b.Tasks = append(b.Tasks, ansible.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), StartMs: startMs + int64(i)*3000})
+		b.Tasks = append(b.Tasks, ship.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: fmt.Sprintf("quiet task %d", i+1), StartMs: startMs + int64(i)*3000})
 	}
 	return b
 }
@@ -40,9 +39,9 @@ func webEmptyJob(startMs int64) *ship.Batch {
 func webOneSampleJob(startMs int64) *ship.Batch {
 	return &ship.Batch{
 		JobID:     "web-one-sample",
-		Tasks:     []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: "the only task", StartMs: startMs}},
-		LastEvent: &ansible.Event{Counter: 5, TimeMs: startMs + 2000},
-		Series:    []ansible.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", Ts: []int64{startMs + 500}, Vs: []float64{42}}},
+		Tasks:     []ship.Task{{Counter: 3, UUID: webUUID(1), Name: "the only task", StartMs: startMs}},
+		LastEvent: &ship.Event{Counter: 5, TimeMs: startMs + 2000},
+		Series:    []ship.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "the only task", Ts: []int64{startMs + 500}, Vs: []float64{42}}},
 	}
 }
 
@@ -50,17 +49,17 @@ func webOneSampleJob(startMs int64) *ship.Batch {
 // samples; every tenth also memory and PIDs samples (the store's cost is
 // per series, one per task and resource); task 7777 holds the memory peak.
 func webManyTasksJob(startMs int64) *ship.Batch {
-	b := &ship.Batch{JobID: "web-many-tasks", LastEvent: &ansible.Event{Counter: int64(3 * (webManyTasks + 1)), TimeMs: startMs + webManyTasks*400}}
-	res := map[string][]ansible.Series{}
+	b := &ship.Batch{JobID: "web-many-tasks", LastEvent: &ship.Event{Counter: int64(3 * (webManyTasks + 1)), TimeMs: startMs + webManyTasks*400}}
+	res := map[string][]ship.Series{}
 	for i := range webManyTasks {
 		counter := int64(3 + 3*i)
 		name := fmt.Sprintf("step %05d: configure item", i)
 		start := startMs + int64(i)*400
-		b.Tasks = append(b.Tasks, ansible.Task{Counter: counter, UUID: webUUID(i), Name: name, StartMs: start})
+		b.Tasks = append(b.Tasks, ship.Task{Counter: counter, UUID: webUUID(i), Name: name, StartMs: start})
 		ts := []int64{start + 100, start + 300}
 		wave := float64(i % 97)
 		add := func(r string, vs ...float64) {
-			res[r] = append(res[r], ansible.Series{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, Ts: ts, Vs: vs})
+			res[r] = append(res[r], ship.Series{Resource: r, Counter: counter, UUID: webUUID(i), Task: name, Ts: ts, Vs: vs})
 		}
 		add("cpu", 20+wave, 30+wave/2)
 		if i%10 == 0 || i == 7777 {
@@ -82,16 +81,16 @@ func webManyTasksJob(startMs int64) *ship.Batch {
 func webTinyJob(id string, startMs int64) *ship.Batch {
 	return &ship.Batch{
 		JobID:  id,
-		Tasks:  []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
-		Series: []ansible.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}}},
+		Tasks:  []ship.Task{{Counter: 3, UUID: webUUID(1), Name: "tiny", StartMs: startMs}},
+		Series: []ship.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "tiny", Ts: []int64{startMs + 100}, Vs: []float64{7}}},
 	}
 }
 
 // webLiveJob is running: its newest samples are from nowMs.
 func webLiveJob(nowMs int64) *ship.Batch {
 	start := nowMs - 20_000
-	b := &ship.Batch{JobID: "web-live", Tasks: []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: "still running", StartMs: start}}}
-	s := ansible.Series{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
+	b := &ship.Batch{JobID: "web-live", Tasks: []ship.Task{{Counter: 3, UUID: webUUID(1), Name: "still running", StartMs: start}}}
+	s := ship.Series{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: "still running"}
 	for ts := start + 250; ts <= nowMs; ts += 250 {
 		s.Ts = append(s.Ts, ts)
 		s.Vs = append(s.Vs, float64(50+ts%40))

@@ -20,7 +20,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -60,11 +59,11 @@ func TestWebSecurityEscaping(t *testing.T) {
 	start := time.Now().Add(-time.Hour).UnixMilli()
 	batch := &ship.Batch{
 		JobID:     xssJobID,
-		Tasks:     []ansible.Task{{Counter: 3, UUID: webUUID(1), Name: xssTask, StartMs: start}},
-		LastEvent: &ansible.Event{Counter: 5, TimeMs: start + 4000},
-		Series: []ansible.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: xssTask,
+		Tasks:     []ship.Task{{Counter: 3, UUID: webUUID(1), Name: xssTask, StartMs: start}},
+		LastEvent: &ship.Event{Counter: 5, TimeMs: start + 4000},
+		Series: []ship.Series{{Resource: "cpu", Counter: 3, UUID: webUUID(1), Task: xssTask,
 			Ts: []int64{start + 500, start + 1500, start + 2500}, Vs: []float64{10, 90, 30}}},
-		JobInfo: ansible.JobInfo{TemplateID: xssJobID, TemplateName: xssTask},
+		JobInfo: ship.JobInfo{TemplateID: xssJobID, TemplateName: xssTask},
 	}
 	body, err := json.Marshal(batch)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -13,16 +12,16 @@ import (
 // 250 ms: "held up" waited for a CPU 0.0625 s and on memory 0.005 s per
 // sample (25 % and 2 % of its 2 s), "ran freely" not at all.
 func webWaitedJob(startMs int64) *ship.Batch {
-	b := &ship.Batch{JobID: "web-waited", LastEvent: &ansible.Event{Counter: 9, TimeMs: startMs + 4000}}
+	b := &ship.Batch{JobID: "web-waited", LastEvent: &ship.Event{Counter: 9, TimeMs: startMs + 4000}}
 	for i, name := range []string{"held up", "ran freely"} {
 		t0 := startMs + int64(i)*2000
-		b.Tasks = append(b.Tasks, ansible.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: name, StartMs: t0})
+		b.Tasks = append(b.Tasks, ship.Task{Counter: int64(3 + 3*i), UUID: webUUID(i), Name: name, StartMs: t0})
 		cpuWait, memWait := map[int]float64{0: 0.0625}[i], map[int]float64{0: 0.005}[i]
 		for _, r := range []struct {
 			res string
 			v   float64
 		}{{"cpu", 40}, {"cpu_stall", cpuWait}, {"memory_stall", memWait}} {
-			s := ansible.Series{Resource: r.res, Counter: int64(3 + 3*i), UUID: webUUID(i), Task: name}
+			s := ship.Series{Resource: r.res, Counter: int64(3 + 3*i), UUID: webUUID(i), Task: name}
 			for k := 1; k <= 8; k++ {
 				s.Ts, s.Vs = append(s.Ts, t0+int64(250*k)-1), append(s.Vs, r.v)
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/peakline/peakline/bench/workload"
-	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/tsdb"
 )
@@ -237,7 +236,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 			ts, vs := []int64{s.LastEventMs}, []float64{float64(s.LastCounter)}
 			key := s.ID + "/last"
 			rw[shardOf(key, spec.shards)].add(key, ls, ts, vs)
-			j.batch.LastEvent = &ansible.Event{Counter: s.LastCounter, TimeMs: s.LastEventMs}
+			j.batch.LastEvent = &ship.Event{Counter: s.LastCounter, TimeMs: s.LastEventMs}
 			if err := addVM(j, ls, ts, vs); err != nil {
 				return err
 			}
@@ -250,7 +249,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 			ts, vs := []int64{t.StartMs}, []float64{float64(t.Counter)}
 			key := s.ID + "/task/" + t.UUID
 			rw[shardOf(key, spec.shards)].add(key, ls, ts, vs)
-			j.batch.Tasks = append(j.batch.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+			j.batch.Tasks = append(j.batch.Tasks, ship.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
 			if err := addVM(j, ls, ts, vs); err != nil {
 				return err
 			}
@@ -268,7 +267,7 @@ func buildIngestSet(spec ingestSpec) (*ingestSet, error) {
 				}
 			}
 			ts, vs := append([]int64(nil), c.Ts...), append([]float64(nil), c.Vs[r]...)
-			j.batch.Series = append(j.batch.Series, ansible.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: ts, Vs: vs})
+			j.batch.Series = append(j.batch.Series, ship.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: ts, Vs: vs})
 			if err := addVM(j, ls, ts, vs); err != nil {
 				return err
 			}

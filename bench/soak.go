@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/peakline/peakline/bench/workload"
-	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 )
 
@@ -78,7 +77,7 @@ what was sent, duplicates and conflicts from the ingest answers).`,
 type soakJob struct {
 	id         string
 	sent       map[string]int // samples per resource
-	lastEvent  ansible.Event
+	lastEvent  ship.Event
 	duplicates int
 	conflicts  int
 	acked      int // samples the server said it stored
@@ -241,7 +240,7 @@ func (s *soakRun) runJob(ctx context.Context, id string, seed int64) error {
 	startMs := time.Now().UnixMilli()
 	samples := int(s.f.jobLength / (time.Duration(workload.Interval) * time.Millisecond))
 	st := workload.NewStream(id, workload.JobSpec{Tasks: s.f.tasks, SamplesPerResource: samples, StartMs: startMs}, seed)
-	job := &soakJob{id: id, sent: map[string]int{}, lastEvent: ansible.Event{Counter: st.LastCounter, TimeMs: st.LastEventMs}}
+	job := &soakJob{id: id, sent: map[string]int{}, lastEvent: ship.Event{Counter: st.LastCounter, TimeMs: st.LastEventMs}}
 	tick := time.NewTicker(s.f.flush)
 	defer tick.Stop()
 	nextTask, listed := 0, false
@@ -256,13 +255,13 @@ func (s *soakRun) runJob(ctx context.Context, id string, seed int64) error {
 		b := ship.Batch{JobID: id}
 		for ; nextTask < len(st.Tasks) && st.Tasks[nextTask].StartMs <= now; nextTask++ {
 			t := st.Tasks[nextTask]
-			b.Tasks = append(b.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+			b.Tasks = append(b.Tasks, ship.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
 		}
 		oldest := int64(-1)
 		for st.NextUntil(&c, 0, now) {
 			t := st.Tasks[c.Task]
 			for r, res := range c.Resources {
-				b.Series = append(b.Series, ansible.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name,
+				b.Series = append(b.Series, ship.Series{Resource: res, Counter: t.Counter, UUID: t.UUID, Task: t.Name,
 					Ts: append([]int64(nil), c.Ts...), Vs: append([]float64(nil), c.Vs[r]...)})
 			}
 			if oldest < 0 {
@@ -324,14 +323,14 @@ func (s *soakRun) storeRefs(ctx context.Context, n int) error {
 		start := time.Now().Add(-s.f.jobLength - time.Minute).UnixMilli()
 		st := workload.NewStream(id, workload.JobSpec{Tasks: s.f.tasks, SamplesPerResource: samples, StartMs: start}, s.f.seed-int64(i)-1)
 		j := st.Job()
-		job := &soakJob{id: id, sent: map[string]int{}, lastEvent: ansible.Event{Counter: j.LastCounter, TimeMs: j.LastEventMs}}
+		job := &soakJob{id: id, sent: map[string]int{}, lastEvent: ship.Event{Counter: j.LastCounter, TimeMs: j.LastEventMs}}
 		b := ship.Batch{JobID: id, LastEvent: &job.lastEvent}
 		for _, t := range j.Tasks {
-			b.Tasks = append(b.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
+			b.Tasks = append(b.Tasks, ship.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs})
 		}
 		for _, sr := range j.Series {
 			t := j.Tasks[sr.Task]
-			b.Series = append(b.Series, ansible.Series{Resource: sr.Resource, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: sr.Ts, Vs: sr.Vs})
+			b.Series = append(b.Series, ship.Series{Resource: sr.Resource, Counter: t.Counter, UUID: t.UUID, Task: t.Name, Ts: sr.Ts, Vs: sr.Vs})
 			job.sent[sr.Resource] += len(sr.Ts)
 		}
 		ans, err := s.send(ctx, &b)

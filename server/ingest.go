@@ -24,7 +24,12 @@ var (
 	errUnsupportedMedia = errors.New("unsupported media type")
 )
 
-// ingestBatch is the JSON ingest document (see the README).
+// ingestBatch is the JSON ingest document (docs/CONTRACTS.md) as the
+// server decodes it; collectors encode it with types of their own
+// (collector/ship). testdata/batch.golden.json, the same bytes as
+// collector/ship's, pins what it decodes to (ingest_golden_test.go). A new
+// field goes here, into the fast reader (decodeBatchFast), toBatch and
+// the golden file.
 type ingestBatch struct {
 	JobID     string         `json:"job_id"`
 	Tasks     []ingestTask   `json:"tasks"`

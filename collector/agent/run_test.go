@@ -48,7 +48,7 @@ func (s *syncBuffer) String() string {
 type ingestSink struct {
 	mu      sync.Mutex
 	samples map[string]map[string]int // job → resource → samples
-	infos   map[string][]ansible.JobInfo
+	infos   map[string][]ship.JobInfo
 }
 
 func (s *ingestSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +70,7 @@ func (s *ingestSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, sr := range b.Series {
 		s.samples[b.JobID][sr.Resource] += len(sr.Ts)
 	}
-	if b.JobInfo != (ansible.JobInfo{}) {
+	if b.JobInfo != (ship.JobInfo{}) {
 		s.infos[b.JobID] = append(s.infos[b.JobID], b.JobInfo)
 	}
 	_, _ = w.Write([]byte("{}"))
@@ -143,7 +143,7 @@ func TestRunSamplesAJob(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sink := &ingestSink{samples: map[string]map[string]int{}, infos: map[string][]ansible.JobInfo{}}
+	sink := &ingestSink{samples: map[string]map[string]int{}, infos: map[string][]ship.JobInfo{}}
 	srv := httptest.NewServer(sink)
 	defer srv.Close()
 
@@ -197,7 +197,7 @@ func TestRunSamplesAJob(t *testing.T) {
 	sink.mu.Lock()
 	infos := slices.Clone(sink.infos[id])
 	sink.mu.Unlock()
-	want := ansible.JobInfo{TemplateID: "7", TemplateName: "run test", Status: "successful", Playbook: "site.yml", Measured: ansible.MeasuredCgroup}
+	want := ship.JobInfo{TemplateID: "7", TemplateName: "run test", Status: "successful", Playbook: "site.yml", Measured: ansible.MeasuredCgroup}
 	if len(infos) == 0 || infos[len(infos)-1] != want {
 		t.Errorf("job infos sent %+v, want the last %+v", infos, want)
 	}

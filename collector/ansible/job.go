@@ -80,18 +80,18 @@ type Job struct {
 	Info JobInfo
 }
 
-// JobInfo is the job's AWX job template and how the job ended, as the
-// ingest batch carries them (docs/CONTRACTS.md). Every field is optional.
+// JobInfo is the job's AWX job template and how the job ended. Every
+// field is optional. (The ingest batch's wire form is collector/ship's.)
 type JobInfo struct {
-	TemplateID   string `json:"template_id,omitempty"`
-	TemplateName string `json:"template_name,omitempty"`
+	TemplateID   string
+	TemplateName string
 	// Status is ansible-runner's or AWX's: successful, failed, canceled,
 	// timeout, running, error.
-	Status   string `json:"status,omitempty"`
-	Playbook string `json:"playbook,omitempty"`
+	Status   string
+	Playbook string
 	// Measured is how the samples were measured: MeasuredCgroup,
 	// MeasuredProcessTree or "" (not said).
-	Measured string `json:"measured,omitempty"`
+	Measured string
 }
 
 // Values of JobInfo.Measured (the server refuses any other).
@@ -107,41 +107,41 @@ const (
 // several Tasks with distinct counters. Without job events Counter is 0
 // (unknown) and tasks are told apart by UUID.
 type Task struct {
-	Counter int64  `json:"counter"`
-	UUID    string `json:"uuid"`
-	Name    string `json:"name"`
+	Counter int64
+	UUID    string
+	Name    string
 	// StartMs is the task start in unix milliseconds.
-	StartMs int64 `json:"start"`
+	StartMs int64
 	// Play, Role and Path (event_data.task_path, file:line) identify the
 	// task across runs of a template; "" when the events lack them.
-	Play string `json:"play,omitempty"`
-	Role string `json:"role,omitempty"`
-	Path string `json:"task_path,omitempty"`
+	Play string
+	Role string
+	Path string
 	// EndMs is the next task's start, or for the last task the newest job
 	// event's time or its last sample, whichever is later. It is derived,
 	// so it is not sent: the server derives it the same way.
-	EndMs int64 `json:"-"`
+	EndMs int64
 }
 
 // Event is a job event reduced to what the store keeps: its counter and its
 // created time in unix milliseconds.
 type Event struct {
-	Counter int64 `json:"counter"`
-	TimeMs  int64 `json:"time"`
+	Counter int64
+	TimeMs  int64
 }
 
 // Series is the samples of one resource attributed to one task. Ts holds
 // unix milliseconds, strictly increasing; Vs the values in the stored unit;
 // len(Ts) == len(Vs).
 type Series struct {
-	Resource string `json:"resource"`
+	Resource string
 	// Counter, UUID and Task identify the task the samples belong to;
 	// Counter is 0 when unknown.
-	Counter int64     `json:"counter"`
-	UUID    string    `json:"uuid"`
-	Task    string    `json:"task"`
-	Ts      []int64   `json:"t"`
-	Vs      []float64 `json:"v"`
+	Counter int64
+	UUID    string
+	Task    string
+	Ts      []int64
+	Vs      []float64
 }
 
 // Samples returns the number of samples in all of j's series.

@@ -179,11 +179,11 @@ scan:
 	}
 	b.mu.Unlock()
 
-	body := ship.Batch{JobID: id, Series: b.attribute(take, b.unknown), JobInfo: info}
+	body := ship.Batch{JobID: id, Series: b.attribute(take, b.unknown), JobInfo: ship.InfoOf(info)}
 	if b.events != nil {
 		starts, last, ok := b.events.takeTasks()
 		for _, s := range starts {
-			body.Tasks = append(body.Tasks, ansible.Task{Counter: s.Counter, UUID: s.TaskUUID, Name: s.Task, StartMs: s.TimeMs, Play: s.Play, Role: s.Role, Path: s.TaskPath})
+			body.Tasks = append(body.Tasks, ship.Task{Counter: s.Counter, UUID: s.TaskUUID, Name: s.Task, StartMs: s.TimeMs, Play: s.Play, Role: s.Role, Path: s.TaskPath})
 		}
 		// The playbook the job events name (as import reads it), sent
 		// with the first batch holding a task that names it.
@@ -199,9 +199,9 @@ scan:
 			b.mu.Unlock()
 			break
 		}
-		body.JobInfo = info
+		body.JobInfo = ship.InfoOf(info)
 		if ok {
-			body.LastEvent = &ansible.Event{Counter: last.Counter, TimeMs: last.TimeMs}
+			body.LastEvent = &ship.Event{Counter: last.Counter, TimeMs: last.TimeMs}
 		}
 	}
 	if len(body.Series) == 0 && len(body.Tasks) == 0 && body.LastEvent == nil && (!final || info == (ansible.JobInfo{})) {
@@ -236,7 +236,7 @@ scan:
 //
 // A sample whose unknown[i] is true gets counter 0 and no task, and keeps
 // its time.
-func (b *batcher) attribute(samples []liveSample, unknown []bool) []ansible.Series {
+func (b *batcher) attribute(samples []liveSample, unknown []bool) []ship.Series {
 	type key struct {
 		resource string
 		counter  int64
@@ -246,7 +246,7 @@ func (b *batcher) attribute(samples []liveSample, unknown []bool) []ansible.Seri
 		b.outMs = map[string]int64{}
 	}
 	index := map[key]int{}
-	var series []ansible.Series
+	var series []ship.Series
 	for i, s := range samples {
 		var start ansible.JobEvent
 		if b.events != nil && !unknown[i] {
@@ -263,7 +263,7 @@ func (b *batcher) attribute(samples []liveSample, unknown []bool) []ansible.Seri
 		if !ok {
 			i = len(series)
 			index[k] = i
-			series = append(series, ansible.Series{Resource: s.resource, Counter: start.Counter, UUID: start.TaskUUID, Task: start.Task})
+			series = append(series, ship.Series{Resource: s.resource, Counter: start.Counter, UUID: start.TaskUUID, Task: start.Task})
 		}
 		series[i].Ts = append(series[i].Ts, s.ms)
 		series[i].Vs = append(series[i].Vs, s.v)

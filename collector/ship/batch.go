@@ -15,16 +15,6 @@ const (
 	MaxBatchTasks  = 5_000
 )
 
-// Batch is one JSON ingest batch (POST /api/v1/ingest) as docs/CONTRACTS.md
-// defines it. Tasks, LastEvent and Series may each be empty; JobID may not.
-type Batch struct {
-	JobID     string           `json:"job_id"`
-	Tasks     []ansible.Task   `json:"tasks,omitempty"`
-	LastEvent *ansible.Event   `json:"last_event,omitempty"`
-	Series    []ansible.Series `json:"series,omitempty"`
-	ansible.JobInfo
-}
-
 // Samples returns the number of samples in b.
 func (b *Batch) Samples() int {
 	n := 0
@@ -45,8 +35,8 @@ func Batches(j *ansible.Job, maxSamples int) []Batch {
 	if maxSamples <= 0 {
 		maxSamples = DefaultBatchSamples
 	}
-	out := []Batch{{JobID: j.ID, LastEvent: j.LastEvent, JobInfo: j.Info}}
-	tasks := j.Tasks
+	out := []Batch{{JobID: j.ID, LastEvent: EventOf(j.LastEvent), JobInfo: InfoOf(j.Info)}}
+	tasks := TasksOf(j.Tasks)
 	for len(tasks) > MaxBatchTasks {
 		out[len(out)-1].Tasks = tasks[:MaxBatchTasks:MaxBatchTasks]
 		tasks = tasks[MaxBatchTasks:]
@@ -54,7 +44,8 @@ func Batches(j *ansible.Job, maxSamples int) []Batch {
 	}
 	out[len(out)-1].Tasks = tasks
 	room := maxSamples
-	for _, s := range j.Series {
+	for _, js := range j.Series {
+		s := SeriesOf(js)
 		for from := 0; from < len(s.Ts); {
 			if room == 0 || len(out[len(out)-1].Series) == MaxBatchSeries {
 				out = append(out, Batch{JobID: j.ID})

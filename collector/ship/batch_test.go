@@ -111,7 +111,7 @@ func TestBatchesSplitTasksAndSeries(t *testing.T) {
 		}
 		seenSeries = seenSeries || len(b.Series) > 0
 		for k, tk := range b.Tasks {
-			if want := job.Tasks[gotTasks+k]; tk != want {
+			if want := TaskOf(job.Tasks[gotTasks+k]); tk != want {
 				t.Fatalf("batch %d task %d = %+v, want %+v", i, k, tk, want)
 			}
 		}

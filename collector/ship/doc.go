@@ -9,7 +9,9 @@
 // bundle, a client certificate for mutual TLS) and what a refusal means
 // (AuthError, ErrRejected, StatusError).
 //
-// It does not read Ansible trees (collector/ansible, whose Job, Task and
-// Series it sends) or sample anything (collector/live), and the server
-// decodes the batches with its own types.
+// Its Batch, Task, Event, Series and JobInfo are the batch's wire format
+// (wire.go, pinned by testdata/batch.golden.json), converted from
+// collector/ansible's Job. It does not read Ansible trees or sample
+// anything (collector/live), and the server decodes the batches with its
+// own types.
 package ship

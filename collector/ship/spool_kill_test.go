@@ -23,8 +23,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/peakline/peakline/collector/ansible"
 )
 
 // The helper process of TestSpoolSurvivesKill is this test binary run
@@ -45,7 +43,7 @@ const killBatchSamples = 25
 func killBatch(k int) *Batch {
 	b := &Batch{JobID: "kill"}
 	for r, resource := range []string{"cpu", "memory"} {
-		s := ansible.Series{Resource: resource}
+		s := Series{Resource: resource}
 		for i := range killBatchSamples {
 			s.Ts = append(s.Ts, 1_790_000_000_000+int64(k*killBatchSamples+i)*10)
 			s.Vs = append(s.Vs, killValue(k, r, i))
