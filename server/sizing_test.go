@@ -166,3 +166,25 @@ func TestGrafanaMemoryLimitPanel(t *testing.T) {
 		t.Fatal("no memory-against-limit panel in the dashboard")
 	}
 }
+
+// The sizing fields of a JSON batch reach the jobs list; a negative one
+// is a 400 naming it, and nothing of the batch is stored.
+func TestIngestSizing(t *testing.T) {
+	hs, _ := newTestServer(t)
+	const doc = `{"job_id":"js1","template_id":"7","forks":%s,"hosts":4,"memory_limit_bytes":268435456,"oom_kills":2,"oom_counter":9,` +
+		`"project_revision":"abc","ee_image":"ee:1","tasks":[{"counter":9,"uuid":"u9","name":"hold memory","start":1796010000000}],` +
+		`"series":[{"resource":"memory","counter":9,"uuid":"u9","task":"hold memory","t":[1796010000500],"v":[268000000]}]}`
+	if code, body := post(t, hs.URL+"/api/v1/ingest", []byte(fmt.Sprintf(doc, "-1")), nil); code != 400 || !strings.Contains(body, "forks") {
+		t.Errorf("forks -1: %d %s, want 400 naming forks", code, body)
+	}
+	if jobs := getDoc(t, hs.URL+"/api/v1/jobs").(map[string]any)["jobs"].([]any); len(jobs) != 0 {
+		t.Fatalf("a refused batch stored %v", jobs)
+	}
+	if code, body := post(t, hs.URL+"/api/v1/ingest", []byte(fmt.Sprintf(doc, "3")), nil); code != 200 {
+		t.Fatalf("ingest: %d %s", code, body)
+	}
+	sz := getDoc(t, hs.URL+"/api/v1/jobs").(map[string]any)["jobs"].([]any)[0].(map[string]any)["sizing"].(map[string]any)
+	if got := fmt.Sprint(sz["forks"], sz["hosts"], sz["memory_limit_bytes"], sz["oom_kills"], sz["oom_counter"], sz["project_revision"], sz["ee_image"]); got != "3 4 2.68435456e+08 2 9abcee:1" {
+		t.Errorf("sizing %s", got)
+	}
+}
