@@ -73,3 +73,29 @@ func (c *Cgroup) OOMKills() (kills uint64, ok bool, err error) {
 	}
 	return 0, false, nil
 }
+
+// SetMemoryLimit limits the cgroup's memory to bytes: v2 memory.max (and
+// memory.swap.max 0 where swap accounting is on), v1
+// memory.limit_in_bytes (and memory.memsw.limit_in_bytes where swap is
+// accounted), so that a job outgrowing it is OOM-killed as in a
+// container with that limit, not swapped out.
+func (c *Cgroup) SetMemoryLimit(bytes uint64) error {
+	v := strconv.FormatUint(bytes, 10)
+	if c.mode == ModeV2 {
+		if err := writeControl(filepath.Join(c.memDir, "memory.max"), v); err != nil {
+			return fmt.Errorf("set memory.max: %w", err)
+		}
+		if err := writeControl(filepath.Join(c.memDir, "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("set memory.swap.max: %w", err)
+		}
+		return nil
+	}
+	if err := writeControl(filepath.Join(c.memDir, "memory.limit_in_bytes"), v); err != nil {
+		return fmt.Errorf("set memory.limit_in_bytes: %w", err)
+	}
+	// memsw counts memory and swap together: the same figure allows no swap.
+	if err := writeControl(filepath.Join(c.memDir, "memory.memsw.limit_in_bytes"), v); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("set memory.memsw.limit_in_bytes: %w", err)
+	}
+	return nil
+}

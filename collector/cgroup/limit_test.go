@@ -64,16 +64,7 @@ func TestOOMKillReal(t *testing.T) {
 		t.Fatalf("cannot create a cgroup (run the tests as root): %v", err)
 	}
 	defer c.Remove()
-	file := "memory.limit_in_bytes"
-	if c.Mode() == ModeV2 {
-		file = "memory.max"
-	}
-	must(t, os.WriteFile(filepath.Join(c.Path(), file), []byte(fmt.Sprint(64<<20)), 0o644))
-	if c.Mode() == ModeV2 {
-		_ = os.WriteFile(filepath.Join(c.Path(), "memory.swap.max"), []byte("0"), 0o644)
-	} else {
-		_ = os.WriteFile(filepath.Join(c.Path(), "memory.memsw.limit_in_bytes"), []byte(fmt.Sprint(64<<20)), 0o644)
-	}
+	must(t, c.SetMemoryLimit(64<<20))
 	if lim, err := c.MemoryLimit(); lim != 64<<20 || err != nil {
 		t.Fatalf("MemoryLimit() = %d, %v; want %d", lim, err, 64<<20)
 	}

@@ -183,6 +183,7 @@ func newSession(cfg SessionConfig, jobID func() string) *Session {
 		log:       cfg.Logger,
 		now:       tl.now,
 		events:    cfg.Events,
+		onLimits:  s.batcher.setLimits,
 	}
 	return s
 }
