@@ -79,6 +79,11 @@ type Job struct {
 	// EventProcessingFinished tells that every event of a finished job is
 	// saved; AWX versions without the field leave it false.
 	EventProcessingFinished bool
+	// Forks is the job's forks (0: ansible's default); ProjectRevision
+	// its scm_revision; EEImage summary_fields.execution_environment.image.
+	Forks           int
+	ProjectRevision string
+	EEImage         string
 }
 
 // Final tells whether the job runs no more.
@@ -93,7 +98,12 @@ func (j Job) Final() bool {
 // Info returns the job's info as Peakline stores it: the template id and
 // name, the status and the playbook ("" for what AWX did not say).
 func (j Job) Info() ansible.JobInfo {
-	info := ansible.JobInfo{TemplateName: j.TemplateName, Status: j.Status, Playbook: j.Playbook}
+	info := ansible.JobInfo{TemplateName: j.TemplateName, Status: j.Status, Playbook: j.Playbook,
+		Forks: j.Forks, ProjectRevision: j.ProjectRevision, EEImage: j.EEImage}
+	if info.Forks <= 0 {
+		// AWX's forks 0 passes no --forks: ansible runs its default.
+		info.Forks = ansible.DefaultForks
+	}
 	if j.TemplateID != 0 {
 		info.TemplateID = JobID(j.TemplateID)
 	}
@@ -163,16 +173,25 @@ type rawJob struct {
 	Started                 *time.Time `json:"started"`
 	Finished                *time.Time `json:"finished"`
 	EventProcessingFinished bool       `json:"event_processing_finished"`
+	Forks                   int        `json:"forks"`
+	SCMRevision             string     `json:"scm_revision"`
 	SummaryFields           struct {
 		JobTemplate *struct {
 			ID   int64  `json:"id"`
 			Name string `json:"name"`
 		} `json:"job_template"`
+		ExecutionEnvironment *struct {
+			Image string `json:"image"`
+		} `json:"execution_environment"`
 	} `json:"summary_fields"`
 }
 
 func (r *rawJob) job() Job {
-	j := Job{ID: r.ID, Name: r.Name, Status: r.Status, Playbook: r.Playbook, ExecutionNode: r.ExecutionNode, EventProcessingFinished: r.EventProcessingFinished}
+	j := Job{ID: r.ID, Name: r.Name, Status: r.Status, Playbook: r.Playbook, ExecutionNode: r.ExecutionNode, EventProcessingFinished: r.EventProcessingFinished,
+		Forks: r.Forks, ProjectRevision: r.SCMRevision}
+	if e := r.SummaryFields.ExecutionEnvironment; e != nil {
+		j.EEImage = e.Image
+	}
 	if r.JobTemplate != nil {
 		j.TemplateID = *r.JobTemplate
 	}

@@ -67,6 +67,12 @@ type Job struct {
 	Started, Finished time.Time
 	// EventProcessingFinished is answered as event_processing_finished.
 	EventProcessingFinished bool
+	// Forks is answered as forks (AWX's 0: ansible's default),
+	// SCMRevision as scm_revision, EEImage as
+	// summary_fields.execution_environment.image ("": null).
+	Forks       int
+	SCMRevision string
+	EEImage     string
 }
 
 // Fault is an error answer to a request.
@@ -287,12 +293,18 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request) {
 		"failed":  m.Status == "failed" || m.Status == "error",
 		"started": nil, "finished": nil,
 		"event_processing_finished": m.EventProcessingFinished,
-		"summary_fields":            map[string]any{},
+		"forks":                     m.Forks, "scm_revision": m.SCMRevision, "execution_environment": nil,
 	}
+	summary := map[string]any{}
 	if m.TemplateID != 0 {
 		body["job_template"] = m.TemplateID
-		body["summary_fields"] = map[string]any{"job_template": map[string]any{"id": m.TemplateID, "name": m.TemplateName, "description": ""}}
+		summary["job_template"] = map[string]any{"id": m.TemplateID, "name": m.TemplateName, "description": ""}
 	}
+	if m.EEImage != "" {
+		body["execution_environment"] = 1
+		summary["execution_environment"] = map[string]any{"id": 1, "name": "job ee", "description": "", "image": m.EEImage}
+	}
+	body["summary_fields"] = summary
 	if !m.Started.IsZero() {
 		body["started"] = m.Started.UTC().Format(awxTime)
 	}
