@@ -46,24 +46,63 @@ func (c *Cgroup) MemoryLimit() (uint64, error) {
 	return lowest, nil
 }
 
+// maxOOMDirs bounds the cgroups below a v1 job cgroup whose kills
+// OOMKills sums: a container's cgroup has a child or two.
+const maxOOMDirs = 256
+
 // OOMKills returns how many processes of the cgroup the OOM killer
-// killed since the cgroup was made: v2 oom_kill of memory.events (which
-// counts a kill at a limit above the cgroup too), v1 oom_kill of
-// memory.oom_control (kernels ≥ 4.13; a kill at this cgroup's limit).
-// ok is false when the kernel does not say (v1 before 4.13; memory.failcnt
-// there counts the times usage hit the limit, which are no kills).
+// killed since the cgroup was made: v2 oom_kill of memory.events, which
+// counts kills in the cgroups below too; v1 the oom_kill of
+// memory.oom_control (kernels ≥ 4.13), summed over the cgroup and those
+// below it (at most maxOOMDirs), since v1 counts a kill only in the
+// cgroup of the process killed (a container runtime's leaf below the
+// scope found as the job's). ok is false when the kernel does not say
+// (v1 before 4.13; memory.failcnt there counts the times usage hit the
+// limit, which are no kills).
 func (c *Cgroup) OOMKills() (kills uint64, ok bool, err error) {
-	file := filepath.Join(c.memDir, "memory.oom_control")
 	if c.mode == ModeV2 {
-		file = filepath.Join(c.memDir, "memory.events")
+		return readOOMKill(filepath.Join(c.memDir, "memory.events"))
 	}
+	dirs := 0
+	err = filepath.WalkDir(c.memDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == c.memDir {
+				return err
+			}
+			return nil // a child removed while walked
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if dirs++; dirs > maxOOMDirs {
+			return filepath.SkipAll
+		}
+		n, found, err := readOOMKill(filepath.Join(p, "memory.oom_control"))
+		if err != nil {
+			if p != c.memDir && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		kills, ok = kills+n, ok || found
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return kills, ok, nil
+}
+
+// readOOMKill reads the oom_kill line of a memory.events or
+// memory.oom_control file; found is false when it has none.
+func readOOMKill(file string) (kills uint64, found bool, err error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, false, fmt.Errorf("cannot read %q: %w", file, err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if v, found := bytes.CutPrefix(sc.Bytes(), []byte("oom_kill ")); found {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("oom_kill ")); ok {
 			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
 			if err != nil {
 				return 0, false, fmt.Errorf("cannot parse %q: %w", file, err)

@@ -81,3 +81,32 @@ func TestOOMKillReal(t *testing.T) {
 		t.Errorf("OOMKills() = %d, %v, %v; want 1, true (the process ended with %v)", n, ok, err, runErr)
 	}
 }
+
+// On v1 a kill counts in the cgroup of the process killed: a job found
+// at its scope sums the kills of the container cgroups below it.
+func TestOOMKillsV1Below(t *testing.T) {
+	root := t.TempDir()
+	job := "machine.slice/libpod-1.scope"
+	for _, d := range []string{"memory", "pids", "cpuacct", "memory/" + job, "memory/" + job + "/container", "pids/" + job, "cpuacct/" + job} {
+		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, d, "cgroup.procs"), nil, 0o644))
+	}
+	ctl := func(dir string, kills int) {
+		must(t, os.WriteFile(filepath.Join(root, "memory", dir, "memory.oom_control"), []byte(fmt.Sprintf("oom_kill_disable 0\nunder_oom 0\noom_kill %d\n", kills)), 0o644))
+	}
+	ctl(job, 1)
+	ctl(job+"/container", 2)
+	must(t, os.WriteFile(filepath.Join(root, "memory", job, "memory.limit_in_bytes"), []byte("9223372036854771712\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "memory", "machine.slice", "memory.limit_in_bytes"), []byte("1073741824\n"), 0o644))
+	l, err := DetectAt(root, "/proc")
+	must(t, err)
+	cg, err := l.Open("/" + job)
+	must(t, err)
+	if n, ok, err := cg.OOMKills(); n != 3 || !ok || err != nil {
+		t.Errorf("OOMKills() = %d, %v, %v; want 3 (1 here, 2 below)", n, ok, err)
+	}
+	// No limit of its own ("none" is a huge number on v1): the slice's.
+	if lim, err := cg.MemoryLimit(); lim != 1<<30 || err != nil {
+		t.Errorf("MemoryLimit() = %d, %v; want the slice's %d", lim, err, 1<<30)
+	}
+}
