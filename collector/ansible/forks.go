@@ -1,6 +1,7 @@
 package ansible
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -75,4 +76,54 @@ func CmdlineForks(pdd string) int {
 		return 0
 	}
 	return ForksFromArgs(strings.Fields(string(data)))
+}
+
+// maxCommandBytes bounds artifacts/<ident>/command: the command line and
+// the job's environment.
+const maxCommandBytes = 4 << 20
+
+// runnerForks returns the forks of a runner job: -f/--forks of the
+// ansible-playbook command ansible-runner ran (artifacts/<ident>/command,
+// whose "command" lists it; its env's ANSIBLE_FORKS), else of
+// env/cmdline, else ansible's default 5.
+func runnerForks(gate fileGate, pdd, identDir string) int {
+	if identDir != "" {
+		if data, err := gate.readSmall(filepath.Join(identDir, "command"), maxCommandBytes); err == nil && data != nil {
+			var c struct {
+				Command []string          `json:"command"`
+				Env     map[string]string `json:"env"`
+			}
+			if json.Unmarshal(data, &c) == nil {
+				if n := ForksFromArgs(c.Command); n > 0 {
+					return n
+				}
+				if n := ForksFromEnv([]string{"ANSIBLE_FORKS=" + c.Env["ANSIBLE_FORKS"]}); n > 0 {
+					return n
+				}
+			}
+		}
+	}
+	if n := CmdlineForks(pdd); n > 0 {
+		return n
+	}
+	return DefaultForks
+}
+
+// sizingFromEvents fills what a job's events say of its sizing: the
+// hosts of its playbook_on_stats, and an OOM kill for each failed task
+// result killed by SIGKILL (see JobEvent.Killed), the last naming the
+// task (its start's counter).
+func sizingFromEvents(info *JobInfo, events []JobEvent) {
+	for _, ev := range events {
+		info.Hosts = max(info.Hosts, ev.Hosts)
+		if !ev.Killed {
+			continue
+		}
+		info.OOMKills++
+		for _, st := range events {
+			if st.TaskStart && st.TaskUUID == ev.TaskUUID && st.Counter <= ev.Counter {
+				info.OOMCounter = max(info.OOMCounter, st.Counter)
+			}
+		}
+	}
 }

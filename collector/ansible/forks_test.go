@@ -1,6 +1,7 @@
 package ansible
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,5 +53,46 @@ func TestCmdlineForks(t *testing.T) {
 	}
 	if got := CmdlineForks(pdd); got != 15 {
 		t.Errorf("--forks 15: %d", got)
+	}
+}
+
+// A task result killed by SIGKILL (rc -9) is an OOM kill of that task;
+// the forks of the command runner ran win over the default; the hosts
+// come from playbook_on_stats.
+func TestReadSizing(t *testing.T) {
+	pdd := copyPDD(t, realTree("runner-loops"))
+	ev := filepath.Join(pdd, "artifacts", "loops", "job_events", "12-cd229582-bec7-43aa-8161-3c12da9c0457.json")
+	data, err := os.ReadFile(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["event_data"].(map[string]any)["res"].(map[string]any)["rc"] = -9
+	out, _ := json.Marshal(doc)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(ev, out, 0o644))
+	must(os.WriteFile(filepath.Join(pdd, "artifacts", "loops", "command"),
+		[]byte(`{"command": ["ansible-playbook", "-i", "/tmp/gen/pdd/inventory", "--forks", "7", "loops.yml"], "cwd": "/tmp/gen/pdd/project", "env": {}}`), 0o644))
+	jobs, err := Read(pdd, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := jobs[0].Info
+	var failCounter int64
+	for _, tk := range jobs[0].Tasks {
+		if tk.Name == "fail but ignore" {
+			failCounter = tk.Counter
+		}
+	}
+	if info.OOMKills != 1 || info.OOMCounter != failCounter || failCounter == 0 || info.Forks != 7 || info.Hosts != 1 {
+		t.Errorf("info %+v, want 1 OOM kill in fail but ignore (counter %d), 7 forks, 1 host", info, failCounter)
 	}
 }
