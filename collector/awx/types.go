@@ -1,6 +1,7 @@
 package awx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -125,6 +126,9 @@ type Event struct {
 	Playbook string
 	TaskPath string // event_data.task_path, file:line
 	HostName string
+	// Hosts is the hosts a playbook_on_stats event's
+	// event_data.processed names; 0 on other events.
+	Hosts int
 }
 
 // TaskStart tells whether the event starts a task: a task, handler or
@@ -145,6 +149,7 @@ func (e Event) JobEvent() ansible.JobEvent {
 	return ansible.JobEvent{
 		Counter: e.Counter, TimeMs: e.Created.Round(time.Millisecond).UnixMilli(), TaskStart: e.TaskStart(),
 		UUID: e.UUID, TaskUUID: e.TaskUUID, Task: e.Task, Play: e.Play, Role: e.Role, TaskPath: e.TaskPath, Playbook: e.Playbook,
+		Hosts: e.Hosts,
 	}
 }
 
@@ -236,6 +241,9 @@ type rawEvent struct {
 		Play     string `json:"play"`
 		Role     string `json:"role"`
 		Playbook string `json:"playbook"`
+		// Processed: host → count, on playbook_on_stats; any other
+		// JSON is ignored.
+		Processed json.RawMessage `json:"processed"`
 	} `json:"event_data"`
 }
 
@@ -261,6 +269,10 @@ func (r *rawEvent) event() (Event, error) {
 		ev.Play = firstNonEmpty(d.Play, ev.Play)
 		ev.Role = firstNonEmpty(d.Role, ev.Role)
 		ev.Playbook = firstNonEmpty(d.Playbook, ev.Playbook)
+		var processed map[string]json.RawMessage
+		if ev.Event == EventStats && json.Unmarshal(d.Processed, &processed) == nil {
+			ev.Hosts = len(processed)
+		}
 	}
 	if ev.TaskStart() && ev.TaskUUID == "" {
 		ev.TaskUUID = ev.UUID

@@ -100,6 +100,9 @@ func (b *batcher) setInfo(info ansible.JobInfo) {
 	}
 	// What the cgroup says (setLimits) is the collector's own.
 	info.MemoryLimitBytes, info.OOMKills, info.OOMCounter = b.info.MemoryLimitBytes, b.info.OOMKills, b.info.OOMCounter
+	if info.Hosts == 0 {
+		info.Hosts = b.info.Hosts // learnt from the events
+	}
 	b.info, b.newInfo = info, true
 }
 
@@ -172,6 +175,11 @@ func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more b
 	nowMs, settleMs := now.UnixMilli(), b.settle.Milliseconds()
 	b.mu.Lock()
 	b.resolveOOM(final)
+	if b.events != nil {
+		if h := b.events.Hosts(); h > b.info.Hosts {
+			b.info.Hosts, b.newInfo = h, true
+		}
+	}
 	b.unknown = b.unknown[:0]
 	forced := 0
 scan:

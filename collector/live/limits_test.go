@@ -62,6 +62,7 @@ func TestSessionLimitsAndOOM(t *testing.T) {
 		at(1300)
 		evs.Add([]ansible.JobEvent{{Counter: 7, TimeMs: ms0 + 1300, TaskStart: true, TaskUUID: "c", Task: "C"}})
 		at(1600)
+		evs.Add([]ansible.JobEvent{{Counter: 9, TimeMs: ms0 + 1590, Hosts: 4}}) // playbook_on_stats
 		evs.Complete()
 		s.Close()
 
@@ -71,7 +72,7 @@ func TestSessionLimitsAndOOM(t *testing.T) {
 				last = b.JobInfo
 			}
 		}
-		want := ship.JobInfo{TemplateID: "7", Status: "failed", Measured: ansible.MeasuredCgroup, Forks: 4,
+		want := ship.JobInfo{TemplateID: "7", Status: "failed", Measured: ansible.MeasuredCgroup, Forks: 4, Hosts: 4,
 			MemoryLimitBytes: 256 << 20, OOMKills: 1, OOMCounter: 5}
 		if last != want {
 			t.Errorf("last info sent %+v, want %+v", last, want)
