@@ -5,10 +5,16 @@ LISTEN  ?= 127.0.0.1:8080
 EXAMPLE ?= testdata/ansible/runner-basic
 EVENTS  ?= https://awx.example/api/v2/jobs/{job_id}/job_events/?counter__gte={counter_gte}&counter__lte={counter_lte}
 
-.PHONY: build run test test-short vet bench clean tools
+.PHONY: build run test test-short vet bench clean tools docs
 
 build:
 	$(GO) build -o $(BIN) .
+
+# The CLI reference, docs/cli, from the commands themselves (make test
+# fails when it is stale: TestCLIDocsCurrent).
+docs: build
+	rm -rf docs/cli
+	$(BIN) docs docs/cli
 
 # Serve the bundled example job (a real ansible-runner tree) on an embedded store.
 run: build

@@ -95,6 +95,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(bench.Command())
 	root.AddCommand(regressionsCommand())
 	root.AddCommand(agentCommand(newLogger))
+	root.AddCommand(docsCommand())
 	return root
 }
 
