@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -205,5 +206,45 @@ func TestFitLine(t *testing.T) {
 	}
 	if _, _, _, ok := fitLine([]float64{2, 2}, []float64{1, 3}); ok {
 		t.Error("fitLine of one x: ok")
+	}
+}
+
+// The text form of the recommendation of TestRightsize's window.
+func TestRightsizeWriteText(t *testing.T) {
+	sz := func(forks int) Sizing { return Sizing{Forks: forks, Hosts: 8} }
+	oom := sz(5)
+	oom.MemoryLimitBytes, oom.OOMKills, oom.OOMCounter = 384*miB, 1, 18
+	runs := []Run{
+		sizedRun(1001, "successful", 150, 91, sz(1)), sizedRun(1002, "successful", 200, 92, sz(2)),
+		sizedRun(1003, "successful", 250, 93, sz(3)), sizedRun(1004, "failed", 384, 95, oom),
+	}
+	rs := Rightsize("7", runs, SizeOptions{})
+	var b strings.Builder
+	if err := rs.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	// p95 of 150, 200, 250, 384 MiB at rank 2.85: 250 + 0.85 × 134. CPU:
+	// 20 % holds 2/3 of the weighted run time; among the compress means
+	// 91, 92, 93, 95 % (weights 0.81, 0.87, 0.93, 1) the 90th percentile
+	// falls at 93 %.
+	want := `template 7: 4 of 4 runs used, confidence low
+memory   request 484 MiB, limit 484 MiB: OOM kill of job 1004 at a limit of 384 MiB: max(limit + 100 MiB, limit × 1.2)
+         run peaks p50 225 MiB, p95 363.9 MiB, max 384 MiB; current limit 384 MiB
+         driven by "allocate cache" (site.yml:10 allocate cache): 384 MiB in job 1004 at task 18
+cpu      request 930m: p90 of run time at each task's mean CPU (recency-weighted); no limit; peak 1050m
+forks    50 MiB per fork over 100 MiB (3 runs, r² 1.0000); AWX assumes 100 MiB
+         at most 6 forks in 484 MiB
+oom      job 1004: killed in "allocate cache" (task 18) at a limit of 384 MiB, 1 kills
+note     1 runs OOM-killed or at their limit left out of the fork fit
+note     memory per fork 50 MiB measured over 3 runs, against AWX's 100 MiB (SYSTEM_TASK_FORKS_MEM)
+note     confidence low: 4 runs (fewer than 5)
+`
+	if b.String() != want {
+		t.Errorf("text\n%s\nwant\n%s", b.String(), want)
+	}
+	empty := Rightsize("9", nil, SizeOptions{})
+	b.Reset()
+	if err := empty.WriteText(&b); err != nil || b.String() != "template 9: 0 of 0 runs used, confidence low\n  no finished run with memory samples: nothing to recommend\n" {
+		t.Errorf("no runs: %q", b.String())
 	}
 }
