@@ -94,6 +94,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
 	root.AddCommand(regressionsCommand())
+	root.AddCommand(rightsizeCommand())
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
 	return root

@@ -157,6 +157,23 @@ func fetchHistory(ctx context.Context, client *http.Client, serverURL, template,
 		q.Set("job", job)
 	}
 	u := strings.TrimRight(serverURL, "/") + "/api/v1/templates/" + url.PathEscape(template) + "/history?" + q.Encode()
+	body, err := getAPI(ctx, client, u)
+	if err != nil {
+		return nil, err
+	}
+	var h history.History
+	if err := json.Unmarshal(body, &h); err != nil {
+		return nil, fmt.Errorf("decode the answer of %s: %w", u, err)
+	}
+	if h.Runs == nil {
+		return nil, errors.New("decode the answer of " + u + ": no \"runs\": is this a peakline serve?")
+	}
+	return &h, nil
+}
+
+// getAPI gets u from a peakline serve and returns the body of its 200
+// answer (at most 256 MiB), or an error with the server's message.
+func getAPI(ctx context.Context, client *http.Client, u string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server: %w", err)
@@ -179,14 +196,7 @@ func fetchHistory(ctx context.Context, client *http.Client, serverURL, template,
 		}
 		return nil, fmt.Errorf("ask %s: server answered %s: %s", u, resp.Status, e.Error)
 	}
-	var h history.History
-	if err := json.Unmarshal(body, &h); err != nil {
-		return nil, fmt.Errorf("decode the answer of %s: %w", u, err)
-	}
-	if h.Runs == nil {
-		return nil, errors.New("decode the answer of " + u + ": no \"runs\": is this a peakline serve?")
-	}
-	return &h, nil
+	return body, nil
 }
 
 // regressionsOf collects the regressions of run jobID, in task order.

@@ -474,9 +474,12 @@ func forksAdvice(rs *RightSize, used []Run, peaks []float64, opts SizeOptions) {
 		f.LimitBytes = int64(opts.LimitBytes)
 	}
 	if len(distinct) < 2 {
-		if len(xs) == 0 {
+		switch {
+		case len(xs) == 0 && censored > 0:
+			rs.Notes = append(rs.Notes, "every run with known forks was OOM-killed or at its limit: no per-fork fit")
+		case len(xs) == 0:
 			rs.Notes = append(rs.Notes, "no run says its forks: no per-fork fit")
-		} else {
+		default:
 			rs.Notes = append(rs.Notes, fmt.Sprintf("every run with known forks ran %d effective forks: runs with other --forks (or host counts) fit the memory per fork", f.Forks))
 		}
 		return
