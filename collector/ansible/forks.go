@@ -109,11 +109,11 @@ func runnerForks(gate fileGate, pdd, identDir string) int {
 	return DefaultForks
 }
 
-// sizingFromEvents fills what a job's events say of its sizing: the
+// SizingFromEvents fills what a job's events say of its sizing: the
 // hosts of its playbook_on_stats, and an OOM kill for each failed task
 // result killed by SIGKILL (see JobEvent.Killed), the last naming the
 // task (its start's counter).
-func sizingFromEvents(info *JobInfo, events []JobEvent) {
+func SizingFromEvents(info *JobInfo, events []JobEvent) {
 	for _, ev := range events {
 		info.Hosts = max(info.Hosts, ev.Hosts)
 		if !ev.Killed {

@@ -165,7 +165,7 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 		if jobs[i].Info.Playbook == "" {
 			jobs[i].Info.Playbook = firstPlaybook(events[i])
 		}
-		sizingFromEvents(&jobs[i].Info, events[i])
+		SizingFromEvents(&jobs[i].Info, events[i])
 	}
 	return jobs, nil
 }

@@ -129,6 +129,9 @@ type Event struct {
 	// Hosts is the hosts a playbook_on_stats event's
 	// event_data.processed names; 0 on other events.
 	Hosts int
+	// Killed marks a failed task result killed by SIGKILL (see
+	// ansible.JobEvent.Killed).
+	Killed bool
 }
 
 // TaskStart tells whether the event starts a task: a task, handler or
@@ -149,7 +152,7 @@ func (e Event) JobEvent() ansible.JobEvent {
 	return ansible.JobEvent{
 		Counter: e.Counter, TimeMs: e.Created.Round(time.Millisecond).UnixMilli(), TaskStart: e.TaskStart(),
 		UUID: e.UUID, TaskUUID: e.TaskUUID, Task: e.Task, Play: e.Play, Role: e.Role, TaskPath: e.TaskPath, Playbook: e.Playbook,
-		Hosts: e.Hosts,
+		Hosts: e.Hosts, Killed: e.Killed,
 	}
 }
 
@@ -244,6 +247,8 @@ type rawEvent struct {
 		// Processed: host → count, on playbook_on_stats; any other
 		// JSON is ignored.
 		Processed json.RawMessage `json:"processed"`
+		// Res is a task result; only its integer rc is read.
+		Res json.RawMessage `json:"res"`
 	} `json:"event_data"`
 }
 
@@ -272,6 +277,12 @@ func (r *rawEvent) event() (Event, error) {
 		var processed map[string]json.RawMessage
 		if ev.Event == EventStats && json.Unmarshal(d.Processed, &processed) == nil {
 			ev.Hosts = len(processed)
+		}
+		var res struct {
+			RC *int64 `json:"rc"`
+		}
+		if (ev.Event == "runner_on_failed" || ev.Event == "runner_item_on_failed") && json.Unmarshal(d.Res, &res) == nil && res.RC != nil {
+			ev.Killed = ansible.KilledRC(*res.RC)
 		}
 	}
 	if ev.TaskStart() && ev.TaskUUID == "" {
