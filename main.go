@@ -97,6 +97,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(rightsizeCommand())
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
+	root.AddCommand(versionCommand())
 	return root
 }
 

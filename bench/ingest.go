@@ -160,7 +160,9 @@ func runIngest(cmd *cobra.Command, f *ingestFlags) error {
 	targets := f.targets(set)
 	bar := f.bar(cmd, len(targets)*f.rounds, "ingest")
 	results := map[string]*ingestResult{}
+	rounds := make([]map[string]*ingestResult, f.rounds)
 	for round := range f.rounds {
+		rounds[round] = map[string]*ingestResult{}
 		for i := range targets {
 			// Alternate the order between rounds so no server always
 			// runs first on a machine that may be warming up.
@@ -173,6 +175,8 @@ func runIngest(cmd *cobra.Command, f *ingestFlags) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.subject, err)
 			}
+			r := *res
+			rounds[round][t.subject] = &r
 			if best := results[t.subject]; best == nil {
 				results[t.subject] = res
 			} else {
@@ -191,7 +195,7 @@ func runIngest(cmd *cobra.Command, f *ingestFlags) error {
 	if err != nil {
 		return err
 	}
-	return f.report(cmd, started, set, results, asIs, onGrid)
+	return f.report(cmd, started, set, results, rounds, asIs, onGrid)
 }
 
 func (f *ingestFlags) targets(set *ingestSet) []ingestTarget {
@@ -328,7 +332,7 @@ func vmDisk(ctx context.Context, p *proc) (int64, error) {
 	return dirSize(p.dir, vmStorageFile), nil
 }
 
-func (f *ingestFlags) report(cmd *cobra.Command, started time.Time, set *ingestSet, res map[string]*ingestResult, asIs, onGrid map[string]float64) error {
+func (f *ingestFlags) report(cmd *cobra.Command, started time.Time, set *ingestSet, res map[string]*ingestResult, rounds []map[string]*ingestResult, asIs, onGrid map[string]float64) error {
 	w := fmt.Sprintf("%d jobs x %s", f.jobs, workload.JobName(f.samplesPerJob, f.tasks))
 	r := &Report{Title: fmt.Sprintf("ingest: %d samples (%s per request, %d senders) into Peakline vs its peers", set.samples, workload.SizeName(f.batch), f.shards)}
 	pairs := [][2]string{
@@ -367,6 +371,9 @@ func (f *ingestFlags) report(cmd *cobra.Command, started time.Time, set *ingestS
 		}
 	}
 	r.Note("sent %d samples (task records and last events included); stored as each server counts them: %s.", set.samples, strings.Join(counts, ", "))
+	for i, rr := range rounds {
+		r.Note("round %d: %s.", i+1, roundSummary(rr, pairs))
+	}
 	r.Note("throughput is wall time on the shared %s machine with the senders on the same cores; CPU seconds are the server process's alone (utime+stime from /proc).", Machine())
 	r.Note("the data is realistic, not tuned: timestamps jitter by ±3 ms and cpu values carry 3 decimals. 'XOR chunk payload' encodes one job's series alone as the TSDB does (120-sample XOR chunks, no index): the jitter costs a Prometheus chunk 16 bits per timestamp (a non-zero delta-of-delta), a timestamp on the grid 1 bit.")
 	for _, n := range f.missingPeerNote {
@@ -386,4 +393,26 @@ func (f *ingestFlags) report(cmd *cobra.Command, started time.Time, set *ingestS
 		{Title: "server CPU per million samples", YLabel: "CPU seconds", Categories: names, Lines: []Line{{Name: "CPU s / 1M samples", Y: cpus}}},
 	}
 	return f.finish(cmd, r, started)
+}
+
+// roundSummary tells one round's rates and CPU per million samples, with
+// each pair's ratio of rates, in the order of pairs.
+func roundSummary(rr map[string]*ingestResult, pairs [][2]string) string {
+	var parts []string
+	done := map[string]bool{}
+	for _, pr := range pairs {
+		for _, sub := range pr {
+			if x := rr[sub]; x != nil && !done[sub] {
+				done[sub] = true
+				parts = append(parts, fmt.Sprintf("%s %.2fM/s at %.3f CPU s/M", sub, x.rate/1e6, x.cpuPerM))
+			}
+		}
+	}
+	for _, pr := range pairs {
+		a, b := rr[pr[0]], rr[pr[1]]
+		if a != nil && b != nil {
+			parts = append(parts, fmt.Sprintf("%s / %s %.2fx", pr[0], pr[1], a.rate/b.rate))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +11,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/labstack/echo/v4"
 
 	"github.com/peakline/peakline/tsdb"
@@ -101,6 +102,14 @@ func sampleValues(vs []sampleValue) []float64 {
 	return unsafe.Slice((*float64)(unsafe.Pointer(&vs[0])), len(vs))
 }
 
+// asSampleValues is vs as sampleValues: the same memory, no copy.
+func asSampleValues(vs []float64) []sampleValue {
+	if len(vs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*sampleValue)(unsafe.Pointer(&vs[0])), len(vs))
+}
+
 // ingestAnswer acknowledges a batch once it is in the write-ahead log.
 type ingestAnswer struct {
 	JobID      string `json:"job_id"`
@@ -165,7 +174,7 @@ func (s *Server) ingestJSON(ctx context.Context, body io.Reader) (string, tsdb.A
 func decodeBatch(body io.Reader, in *ingestBatch, limit int64, wb *writeBuf) error {
 	doc, readErr := readBody(body, 0, wb.body[:0])
 	wb.body = doc
-	if readErr == nil && decodeBatchFast(doc, in) {
+	if readErr == nil && decodeBatchFast(doc, in, wb) {
 		return nil
 	}
 	*in = ingestBatch{}
@@ -254,7 +263,7 @@ func requestBody(r *http.Request, mediaType string, limit int64) (io.ReadCloser,
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 	case "gzip":
-		zr, err := gzip.NewReader(r.Body)
+		zr, err := newGzipReader(r.Body)
 		if err != nil {
 			return nil, badRequest("body: Content-Encoding is gzip but the body is not: %v", err)
 		}
@@ -263,6 +272,44 @@ func requestBody(r *http.Request, mediaType string, limit int64) (io.ReadCloser,
 		return nil, fmt.Errorf("%w: Content-Encoding must be gzip or identity, got %q", errUnsupportedMedia, enc)
 	}
 	return &limitedBody{r: rc, left: limit}, nil
+}
+
+// gzipReaders are gzip readers to reuse: each holds a decompressor's
+// tables and window, tens of KB a request would allocate anew.
+var gzipReaders sync.Pool
+
+// pooledGzip is a gzip reader that goes back to gzipReaders on its
+// first Close; it reads nothing after.
+type pooledGzip struct{ zr *gzip.Reader }
+
+// newGzipReader returns a gzip reader of r, reused when one is free.
+func newGzipReader(r io.Reader) (io.ReadCloser, error) {
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	if zr == nil {
+		zr = new(gzip.Reader)
+	}
+	if err := zr.Reset(r); err != nil {
+		gzipReaders.Put(zr)
+		return nil, err
+	}
+	return &pooledGzip{zr}, nil
+}
+
+func (z *pooledGzip) Read(p []byte) (int, error) {
+	if z.zr == nil {
+		return 0, errors.New("read of a closed gzip body")
+	}
+	return z.zr.Read(p)
+}
+
+func (z *pooledGzip) Close() error {
+	if z.zr == nil {
+		return nil
+	}
+	err := z.zr.Close()
+	gzipReaders.Put(z.zr)
+	z.zr = nil
+	return err
 }
 
 // limitedBody fails a read past its limit instead of truncating quietly.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -22,11 +23,16 @@ type jsonScan struct {
 	b  []byte
 	i  int
 	ok bool
+	// cols holds the series' times and values: each series' t and v are
+	// slices of its columns (nil: each its own).
+	cols *writeBuf
 }
 
-// decodeBatchFast reads doc into in and reports whether it could.
-func decodeBatchFast(doc []byte, in *ingestBatch) bool {
-	s := &jsonScan{b: doc, ok: true}
+// decodeBatchFast reads doc into in and reports whether it could. The
+// series' times and values are slices of cols' columns when cols is not
+// nil, valid until cols is reused.
+func decodeBatchFast(doc []byte, in *ingestBatch, cols *writeBuf) bool {
+	s := &jsonScan{b: doc, ok: true, cols: cols}
 	s.object(func(key []byte) {
 		switch string(key) {
 		case "job_id":
@@ -122,11 +128,27 @@ func (s *jsonScan) series(key []byte, sr *ingestSeries) {
 	case "task":
 		sr.Task = s.str()
 	case "t":
-		sr.T = make([]int64, 0, s.numbers())
-		s.array(func() { sr.T = append(sr.T, s.int()) })
+		if s.cols == nil {
+			sr.T = make([]int64, 0, s.numbers())
+			s.array(func() { sr.T = append(sr.T, s.int()) })
+			return
+		}
+		c := s.cols
+		from := len(c.ts)
+		c.ts = slices.Grow(c.ts, s.numbers())
+		s.array(func() { c.ts = append(c.ts, s.int()) })
+		sr.T = c.ts[from:len(c.ts):len(c.ts)]
 	case "v":
-		sr.V = make([]sampleValue, 0, s.numbers())
-		s.array(func() { sr.V = append(sr.V, sampleValue(s.float())) })
+		if s.cols == nil {
+			sr.V = make([]sampleValue, 0, s.numbers())
+			s.array(func() { sr.V = append(sr.V, sampleValue(s.float())) })
+			return
+		}
+		c := s.cols
+		from := len(c.vs)
+		c.vs = slices.Grow(c.vs, s.numbers())
+		s.array(func() { c.vs = append(c.vs, s.float()) })
+		sr.V = asSampleValues(c.vs[from:len(c.vs):len(c.vs)])
 	default:
 		s.ok = false
 	}
@@ -303,20 +325,110 @@ func (s *jsonScan) digits() bool {
 	return s.ok
 }
 
+// int reads an integer. Up to 18 digits it adds them up as it reads
+// them (no overflow is possible); longer ones go to strconv, which
+// refuses what int64 cannot hold.
 func (s *jsonScan) int() int64 {
-	num, integer := s.number()
-	if !s.ok || !integer {
+	s.space()
+	start := s.i
+	neg := s.i < len(s.b) && s.b[s.i] == '-'
+	if neg {
+		s.i++
+	}
+	d0 := s.i
+	var u uint64
+	for s.i < len(s.b) {
+		c := s.b[s.i] - '0'
+		if c > 9 {
+			break
+		}
+		u = u*10 + uint64(c)
+		s.i++
+	}
+	n := s.i - d0
+	switch {
+	case n == 0 || (n > 1 && s.b[d0] == '0'): // JSON has no leading zeros
+		s.ok = false
+		return 0
+	case s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E'): // not an integer
+		s.ok = false
+		return 0
+	case n > 18:
+		v, err := strconv.ParseInt(yoloString(s.b[start:s.i]), 10, 64)
+		if err != nil {
+			s.ok = false
+		}
+		return v
+	}
+	if neg {
+		return -int64(u)
+	}
+	return int64(u)
+}
+
+// exactPow10 are the powers of ten a float64 holds exactly.
+var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// float reads a number. A decimal of at most 15 digits without an
+// exponent (what collectors send) is its digits as an integer, below
+// 2^53 and so exact as a float64, divided by a power of ten that is
+// exact too: one correctly rounded division, the float64 nearest to the
+// decimal, as strconv.ParseFloat finds it. Other numbers go to strconv.
+func (s *jsonScan) float() float64 {
+	s.space()
+	start := s.i
+	neg := s.i < len(s.b) && s.b[s.i] == '-'
+	if neg {
+		s.i++
+	}
+	var mant uint64
+	digits, frac := 0, 0
+	d0 := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i] - '0'
+		if c > 9 {
+			break
+		}
+		mant = mant*10 + uint64(c)
+		s.i++
+	}
+	digits = s.i - d0
+	if digits == 0 || (digits > 1 && s.b[d0] == '0') {
 		s.ok = false
 		return 0
 	}
-	v, err := strconv.ParseInt(yoloString(num), 10, 64)
-	if err != nil {
-		s.ok = false
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		f0 := s.i
+		for s.i < len(s.b) {
+			c := s.b[s.i] - '0'
+			if c > 9 {
+				break
+			}
+			mant = mant*10 + uint64(c)
+			s.i++
+		}
+		frac = s.i - f0
+		if frac == 0 {
+			s.ok = false
+			return 0
+		}
+		digits += frac
 	}
-	return v
+	if digits > 15 || (s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E')) {
+		s.i = start
+		return s.parseFloat()
+	}
+	f := float64(mant) / exactPow10[frac]
+	if neg {
+		return -f
+	}
+	return f
 }
 
-func (s *jsonScan) float() float64 {
+// parseFloat reads a number by strconv.
+func (s *jsonScan) parseFloat() float64 {
 	num, _ := s.number()
 	if !s.ok {
 		return 0

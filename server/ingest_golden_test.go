@@ -49,7 +49,8 @@ func TestIngestGolden(t *testing.T) {
 	}
 
 	var fast ingestBatch
-	if !decodeBatchFast(doc, &fast) {
+	var cols writeBuf // the series in the request's columns, as the server reads them
+	if !decodeBatchFast(doc, &fast, &cols) {
 		t.Fatal("the fast reader does not take the golden batch")
 	}
 	if got := toBatch(&fast); !reflect.DeepEqual(*got, goldenBatch) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
@@ -18,6 +19,8 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
+	// peakline_build_info{version,revision,branch,goversion,...} 1
+	reg.MustRegister(versioncollector.NewCollector("peakline"))
 	return &metrics{
 		requests: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "peakline_http_request_duration_seconds",

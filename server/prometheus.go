@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/common/version"
 
 	"github.com/peakline/peakline/tsdb"
 	"github.com/peakline/peakline/tsdb/query"
@@ -172,19 +172,20 @@ type buildInfoData struct {
 	GoVersion string `json:"goVersion"`
 }
 
+// buildInfoData answers with Peakline's own build (revision, branch, build
+// user and date, from the version package the release build sets) under the
+// Prometheus version of the linked engine: Grafana picks the query features
+// it offers by that version, and a Peakline release number would read to it
+// as an ancient Prometheus.
 func (a *promAPI) buildInfoData() buildInfoData {
-	d := buildInfoData{Version: a.version, GoVersion: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				d.Revision = s.Value
-			case "vcs.time":
-				d.BuildDate = s.Value
-			}
-		}
+	return buildInfoData{
+		Version:   a.version,
+		Revision:  version.GetRevision(),
+		Branch:    version.Branch,
+		BuildUser: version.BuildUser,
+		BuildDate: version.BuildDate,
+		GoVersion: version.GoVersion,
 	}
-	return d
 }
 
 // metadataEntry is one metric family's metadata in the metadata answer.

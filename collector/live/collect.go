@@ -100,6 +100,7 @@ type liveTuning struct {
 	maxBackoff   time.Duration
 	client       *http.Client
 	now          func() time.Time
+	clock        Clock // what samples are stamped with (nil: SystemClock)
 }
 
 func defaultLiveTuning() liveTuning {
@@ -465,7 +466,7 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats Stats, follower *ev
 		Stats: stats, Events: events,
 		PollInterval: cfg.PollInterval, CPUInterval: cfg.CPUInterval, MemoryInterval: cfg.MemoryInterval, PIDsInterval: cfg.PIDsInterval,
 		Settle: tune.settle, FlushInterval: tune.flushEvery,
-		Send: p.shipper.Enqueue, Logger: log,
+		Send: p.shipper.Enqueue, Logger: log, Clock: tune.clock,
 	}, ids.get) // fillDefaults checked the intervals
 	return p
 }

@@ -6,12 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/cgroup"
@@ -351,4 +354,95 @@ func TestStaleCgroup(t *testing.T) {
 	f("peakline-2147483647-1796013164799", true)                    // no such process
 	f("peakline-attach-12", false)
 	f("system.slice", false)
+}
+
+// stepScheduleClock is the process's clocks with the wall clock stepped
+// at set monotonic times after the first reading: off(mono) is added to
+// the wall clock.
+type stepScheduleClock struct {
+	mu    sync.Mutex
+	start time.Time // the first reading; zero before it
+	off   func(mono time.Duration) time.Duration
+}
+
+func (c *stepScheduleClock) Read() (time.Time, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.start.IsZero() {
+		c.start = time.Now()
+	}
+	mono := time.Since(c.start)
+	return c.start.Add(mono + c.off(mono)).Round(0), mono
+}
+
+// TestCollectClockSteps runs a real command under Collect while the wall
+// clock steps forward an hour 1s in, back 30 minutes 2s in and forward an
+// hour 3s in. The timeline re-anchors at the forward steps and keeps its
+// spacing across the backward one, so every sample of a series is at
+// start + monotonic time + 0, 1h, then 1h30m from the step at 3s on
+// (exact milliseconds: nothing restamped or squashed), each stretch holds
+// samples, and no two samples of a series share or invert a time.
+func TestCollectClockSteps(t *testing.T) {
+	requireCgroups(t)
+	srv := newIngestServer(t)
+	const s1, s2, s3 = time.Second, 2 * time.Second, 3 * time.Second
+	clock := &stepScheduleClock{off: func(mono time.Duration) time.Duration {
+		switch {
+		case mono < s1:
+			return 0
+		case mono < s2:
+			return time.Hour
+		case mono < s3:
+			return 30 * time.Minute
+		}
+		return 90 * time.Minute
+	}}
+	tune := testTuning()
+	tune.clock = clock
+	cfg := LiveConfig{
+		Server: srv.url(), JobID: "steps-1", SpoolDir: t.TempDir(),
+		Command: []string{"sleep", "4.5"}, Stdout: io.Discard, Stderr: os.Stderr, Logger: testLogger(t),
+	}
+	if code, err := collectLive(context.Background(), cfg, tune); err != nil || code != 0 {
+		t.Fatalf("Collect: exit %d, %v", code, err)
+	}
+	clock.mu.Lock()
+	startMs := clock.start.UnixMilli()
+	clock.mu.Unlock()
+	// The stretches by their offset from start + monotonic time, and the
+	// monotonic times each covers (its first sample may come a poll
+	// later: a sample at mono m ≥ 1s is stamped with the hour).
+	stretches := []struct {
+		off      time.Duration
+		from, to time.Duration
+	}{{0, 0, s1}, {time.Hour, s1, s3}, {90 * time.Minute, s3, time.Hour}}
+	byRes := map[string][]int64{}
+	for _, s := range srv.got() {
+		byRes[s.resource] = append(byRes[s.resource], s.t)
+	}
+	for _, res := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
+		ts := byRes[res]
+		per := make([]int, len(stretches))
+		for i, at := range ts {
+			if i > 0 && at <= ts[i-1] {
+				t.Fatalf("%s: sample %d at +%dms does not follow +%dms", res, i, at-startMs, ts[i-1]-startMs)
+			}
+			rel := time.Duration(at-startMs) * time.Millisecond
+			k := -1
+			for j, st := range stretches {
+				if mono := rel - st.off; mono >= st.from && mono < st.to {
+					k = j
+				}
+			}
+			if k < 0 {
+				t.Fatalf("%s: sample %d at +%v is on no stretch (start + monotonic time + 0, 1h or 1h30m); all: %v", res, i, rel, offsets(ts, startMs))
+			}
+			per[k]++
+		}
+		for j, n := range per {
+			if n == 0 {
+				t.Errorf("%s: no sample in stretch %d (offset %v); all: %v", res, j, stretches[j].off, offsets(ts, startMs))
+			}
+		}
+	}
 }

@@ -9,8 +9,9 @@
 // it answers again while it does not: batcher.go), and hands
 // gzip-encoded ingest batches to a sender, normally a ship.Shipper.
 // Samples are stamped on a timeline (clock.go): the wall clock when the
-// session starts plus the monotonic time since, so a step of the wall
-// clock is logged and moves no sample.
+// session starts plus the monotonic time since. A wall clock step is
+// logged; a forward one re-anchors the timeline to the wall clock, a
+// backward one moves no sample until the wall clock catches up.
 //
 // Where do a job's events come from? Events holds what a source has seen;
 // collect's source is the job_events follower (follow.go), which tails

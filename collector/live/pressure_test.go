@@ -38,7 +38,7 @@ func sampleEvery100ms(t *testing.T, st Stats, d time.Duration, emit func(liveSam
 		cpuEvery: 100 * time.Millisecond, memEvery: 100 * time.Millisecond, pidsEvery: 100 * time.Millisecond,
 		emit: emit,
 		log:  testLogger(t),
-		now:  time.Now,
+		now:  systemInstants(),
 	}
 	s.baseline()
 	ctx, cancel := context.WithCancel(context.Background())

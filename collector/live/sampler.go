@@ -79,12 +79,15 @@ type sampler struct {
 	cpuEvery, memEvery, pidsEvery time.Duration
 	emit                          func(liveSample)
 	log                           *slog.Logger
-	now                           func() time.Time
+	// now reads the session's timeline: samples are stamped with its
+	// time, and a CPU share's interval is measured on its monotonic
+	// reading, which a re-anchoring of the timeline does not move.
+	now func() instant
 	// events tells of new task starts (nil: no events, no boundaries).
 	events *Events
 
 	prevCPU  time.Duration
-	prevWall time.Time
+	prevMono time.Duration
 	haveCPU  bool
 	failed   map[string]bool
 	// readMs is the time of each resource's latest reading, where its
@@ -125,14 +128,15 @@ func (s *sampler) baseline() {
 		s.failed = map[string]bool{}
 	}
 	now := s.now()
-	s.readMs = map[string]int64{ansible.ResourceCPU: now.UnixMilli(), ansible.ResourceMemory: now.UnixMilli(), ansible.ResourcePids: now.UnixMilli()}
+	nowMs := now.at.UnixMilli()
+	s.readMs = map[string]int64{ansible.ResourceCPU: nowMs, ansible.ResourceMemory: nowMs, ansible.ResourcePids: nowMs}
 	if u, err := s.stats.CPU(); err == nil {
-		s.prevCPU, s.prevWall, s.haveCPU = u, now, true
+		s.prevCPU, s.prevMono, s.haveCPU = u, now.mono, true
 	}
 	if ps, ok := s.stats.(PressureStats); ok {
 		s.pressure = ps
 		for _, r := range stallResources {
-			s.readMs[r] = now.UnixMilli()
+			s.readMs[r] = nowMs
 		}
 		p, err := ps.Pressure()
 		if !s.check(ansible.ResourceCPUStall, err) {
@@ -221,7 +225,7 @@ func (s *sampler) pollAll() {
 // so that no regular sample covers a sliver of time (a CPU share over a
 // few milliseconds is a peak no poll-length window would show).
 func (s *sampler) poll(resource string, every time.Duration, sample func(stampMs int64)) {
-	if s.now().UnixMilli()-s.readMs[resource] < every.Milliseconds()/2 {
+	if s.now().at.UnixMilli()-s.readMs[resource] < every.Milliseconds()/2 {
 		return
 	}
 	sample(0)
@@ -235,12 +239,12 @@ func (s *sampler) boundary() {
 		return
 	}
 	stampMs := startMs - 1
-	if stampMs >= s.now().UnixMilli() {
+	if stampMs >= s.now().at.UnixMilli() {
 		return // a start ahead of this clock: the next poll is before it anyway
 	}
 	// A CPU share is an average over its interval: one shorter than half
 	// an interval is left to the next poll, which the batcher restamps.
-	nowMs := s.now().UnixMilli()
+	nowMs := s.now().at.UnixMilli()
 	if r := s.readMs[ansible.ResourceCPU]; r < stampMs && nowMs-r >= s.cpuEvery.Milliseconds()/2 {
 		s.sampleCPU(stampMs)
 	}
@@ -270,17 +274,17 @@ func (s *sampler) sampleCPU(stampMs int64) {
 		return
 	}
 	if s.haveCPU {
-		wall := now.Sub(s.prevWall)
+		wall := now.mono - s.prevMono
 		if wall < time.Millisecond {
 			return // too short to say anything: keep the older baseline
 		}
 		pct := float64(u-s.prevCPU) / float64(wall) * 100
-		s.stamp(ansible.ResourceCPU, now, stampMs, max(pct, 0))
-		s.samplePressure(now, stampMs, wall)
+		s.stamp(ansible.ResourceCPU, now.at, stampMs, max(pct, 0))
+		s.samplePressure(now.at, stampMs, wall)
 	} else {
-		s.readMs[ansible.ResourceCPU] = now.UnixMilli() // the first interval starts here
+		s.readMs[ansible.ResourceCPU] = now.at.UnixMilli() // the first interval starts here
 	}
-	s.prevCPU, s.prevWall, s.haveCPU = u, now, true
+	s.prevCPU, s.prevMono, s.haveCPU = u, now.mono, true
 }
 
 // samplePressure emits the growth of the stall counters since the
@@ -329,7 +333,7 @@ func (s *sampler) sampleMemory(stampMs int64) {
 	if s.check(ansible.ResourceMemory, err) {
 		return
 	}
-	s.stamp(ansible.ResourceMemory, s.now(), stampMs, float64(max(cur, peak)))
+	s.stamp(ansible.ResourceMemory, s.now().at, stampMs, float64(max(cur, peak)))
 	s.sampleLimits(stampMs)
 }
 
@@ -360,7 +364,7 @@ func (s *sampler) sampleLimits(stampMs int64) {
 	if kills > s.kills {
 		killMs = stampMs
 		if killMs == 0 { // a regular poll: stamped now
-			killMs = s.now().UnixMilli()
+			killMs = s.now().at.UnixMilli()
 		}
 	}
 	s.limit, s.kills = limit, kills
@@ -372,7 +376,7 @@ func (s *sampler) samplePIDs(stampMs int64) {
 	if s.check(ansible.ResourcePids, err) {
 		return
 	}
-	s.stamp(ansible.ResourcePids, s.now(), stampMs, float64(max(cur, peak)))
+	s.stamp(ansible.ResourcePids, s.now().at, stampMs, float64(max(cur, peak)))
 }
 
 // check logs err the first time a resource fails and reports whether the

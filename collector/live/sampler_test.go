@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,6 +15,11 @@ import (
 	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/ship"
 )
+
+// systemInstants reads a timeline on the process's clocks.
+func systemInstants() func() instant {
+	return newTimeline(SystemClock(), slog.New(slog.DiscardHandler)).instant
+}
 
 // fakeStats is a cgroup whose CPU runs at cpuShare of one CPU since start
 // and whose memory peaks at peak between polls.
@@ -59,7 +65,7 @@ func TestSamplerSchedule(t *testing.T) {
 			cpuEvery: 100 * time.Millisecond, memEvery: 200 * time.Millisecond, pidsEvery: 500 * time.Millisecond,
 			emit: func(x liveSample) { got = append(got, x) },
 			log:  testLogger(t),
-			now:  time.Now,
+			now:  systemInstants(),
 		}
 		s.baseline()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -114,7 +120,7 @@ func TestSamplerSkipsFailingReads(t *testing.T) {
 				if x.resource == ansible.ResourceCPU {
 					n++
 				}
-			}, log: testLogger(t), now: time.Now}
+			}, log: testLogger(t), now: systemInstants()}
 		s.baseline()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -80,9 +80,13 @@ type SessionConfig struct {
 	Logger *slog.Logger
 	// Clock is what samples are stamped with (nil: SystemClock): the wall
 	// clock when the session starts, plus the monotonic time elapsed
-	// since. A step of the wall clock is logged once and moves no sample;
-	// the times at which Events' source answered (wall clock times of this
-	// host) are mapped across it, its events' created times are not.
+	// since. A step of the wall clock is logged once; one that leaves the
+	// wall clock ahead re-anchors the sample times to it, one that leaves
+	// it behind moves no sample until the wall clock catches up (see
+	// timeline). The times at which Events' source answered (wall clock
+	// times of this host) are mapped onto the sample times; its events'
+	// created times are not, so they agree with the samples' except while
+	// the wall clock is behind after a backward step.
 	Clock Clock
 }
 
@@ -181,7 +185,7 @@ func newSession(cfg SessionConfig, jobID func() string) *Session {
 		pidsEvery: cfg.PIDsInterval,
 		emit:      s.emit,
 		log:       cfg.Logger,
-		now:       tl.now,
+		now:       tl.instant,
 		events:    cfg.Events,
 		onLimits:  s.batcher.setLimits,
 	}

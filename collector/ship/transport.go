@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // TransportConfig holds the credentials and trust of a client of a Peakline
@@ -92,7 +93,9 @@ func NewTransport(cfg TransportConfig, serverURL string, log *slog.Logger) (*Tra
 // ReadTokenFile reads the bearer token file that flag names: one line,
 // surrounding whitespace trimmed. An unreadable or empty file, or one
 // holding more than the token, is an error naming flag and the file; a
-// file readable by group or others is only warned about on log. The token
+// file readable by others, or by a group other than the root-owned,
+// service-group-readable layout of the packages (root:peakline 0640, which
+// the reader cannot rewrite), is only warned about on log. The token
 // is never part of an error or a log line. Every client of a server or of
 // AWX reads its token with it.
 func ReadTokenFile(flag, file string, log *slog.Logger) (string, error) {
@@ -111,10 +114,25 @@ func ReadTokenFile(flag, file string, log *slog.Logger) (string, error) {
 			return "", fmt.Errorf("%s: %s must hold the token alone, one line without spaces or control characters", flag, file)
 		}
 	}
-	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+	if fi, err := os.Stat(file); err == nil && tooOpen(fi) {
 		log.Warn("the "+flag+" file can be read by group or others; chmod 600 it", "token_file", file, "mode", fi.Mode().Perm().String())
 	}
 	return token, nil
+}
+
+// tooOpen tells whether a token file can be read by more than its reader:
+// any mode bit for others, or group bits unless the file belongs to another
+// user and to the reader's own group.
+func tooOpen(fi os.FileInfo) bool {
+	perm := fi.Mode().Perm()
+	if perm&0o007 != 0 {
+		return true
+	}
+	if perm&0o070 == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || int(st.Uid) == os.Geteuid() || int(st.Gid) != os.Getegid()
 }
 
 // CertPool returns the system roots plus the certificates of the PEM CA

@@ -346,6 +346,31 @@ func TestNewTransportWarns(t *testing.T) {
 	f(TransportConfig{TokenFile: private}, "http://10.0.0.1", "goes in clear")
 	f(TransportConfig{TokenFile: shared}, "https://peakline.example", `chmod 600 it" token_file=`+shared+" mode=-rw-r-----")
 	f(TransportConfig{TokenFile: shared}, "http://peakline.example", "chmod 600", "goes in clear")
+	world := writePrivate(t, dir, "world", []byte("s3cr3t"))
+	if err := os.Chmod(world, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	f(TransportConfig{TokenFile: world}, "https://peakline.example", "chmod 600 it")
+
+	// The packages' layout: owned by another user (root), readable by the
+	// reader's group (peakline), so the reader can read but not rewrite it.
+	if os.Geteuid() != 0 {
+		t.Log("not root: the files owned by another user are not tested")
+		return
+	}
+	other := 4242
+	groupOwn := writePrivate(t, dir, "group-own", []byte("s3cr3t"))
+	groupOther := writePrivate(t, dir, "group-other", []byte("s3cr3t"))
+	for file, gid := range map[string]int{groupOwn: os.Getegid(), groupOther: os.Getegid() + 4243} {
+		if err := os.Chown(file, other, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(file, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f(TransportConfig{TokenFile: groupOwn}, "https://peakline.example")
+	f(TransportConfig{TokenFile: groupOther}, "https://peakline.example", "chmod 600 it")
 }
 
 // A 401 or 403 answer to a batch is an *AuthError naming the token file
