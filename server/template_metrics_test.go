@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -83,4 +86,49 @@ func TestTemplateMetrics(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("%d template series, want %d: %v", len(got), len(want), got)
 	}
+}
+
+// The alert rule docs/rightsizing.md shows is valid, and fires on the
+// series /metrics exports, with the template in its labels.
+func TestRightsizingAlertRule(t *testing.T) {
+	promtool := findTool(t, "promtool")
+	doc, err := os.ReadFile("../docs/rightsizing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\ngroups:")
+	rule, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/rightsizing.md has no alert rule block")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), []byte("groups:"+rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const tests = `rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'peakline_template_runs_oom_killed{template_id="7"}'
+        values: '0 0 1 1 1'
+      - series: 'peakline_template_runs_oom_killed{template_id="8"}'
+        values: '0 0 0 0 0'
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: AnsibleTemplateOOMKilled
+        exp_alerts: []
+      - eval_time: 4m
+        alertname: AnsibleTemplateOOMKilled
+        exp_alerts:
+          - exp_labels: {severity: warning, template_id: "7"}
+            exp_annotations:
+              summary: "Job template 7: 1 of its last 20 runs were OOM-killed"
+              description: "See /templates/7 (Right-size) for the memory to set."
+`
+	if err := os.WriteFile(filepath.Join(dir, "tests.yml"), []byte(tests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runTool(t, time.Minute, promtool, "check", "rules", filepath.Join(dir, "rules.yml"))
+	runTool(t, time.Minute, promtool, "test", "rules", filepath.Join(dir, "tests.yml"))
 }
