@@ -136,7 +136,7 @@ test-short:
 # Go benchmarks, then the quick set of the side-by-side bench CLI (peers from
 # make tools are used when present; docs/BENCHMARKS.md holds a full run).
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./tsdb/ ./server/ .
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./tsdb/ ./server/ . ./e2e/
 	$(BIN) bench downsample --quick
 	$(BIN) bench graph --quick
 	$(BIN) bench ingest --quick

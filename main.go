@@ -30,7 +30,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/model"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -39,6 +38,7 @@ import (
 	"github.com/peakline/peakline/collector/ansible"
 	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/live"
+	"github.com/peakline/peakline/collector/progress"
 	"github.com/peakline/peakline/collector/ship"
 	"github.com/peakline/peakline/server"
 	"github.com/peakline/peakline/tsdb"
@@ -56,11 +56,7 @@ func main() {
 			os.Exit(ee.code)
 		}
 		fmt.Fprintln(os.Stderr, "peakline:", err)
-		var ce codedError
-		if errors.As(err, &ce) {
-			os.Exit(ce.code)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -81,13 +77,24 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	logLevel := root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().String("config", "", "settings file (YAML or JSON) whose keys are flag names; env PEAKLINE_CONFIG")
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		return applySettings(cmd, os.LookupEnv)
-	}
-	newLogger := func() (*slog.Logger, error) {
+	parseLevel := func() (slog.Level, error) {
 		var lvl slog.Level
 		if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-			return nil, fmt.Errorf("--log-level: must be debug, info, warn or error, got %q", *logLevel)
+			return 0, usageError("--log-level: must be debug, info, warn or error, got %q", *logLevel)
+		}
+		return lvl, nil
+	}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applySettings(cmd, os.LookupEnv); err != nil {
+			return asUsage(err)
+		}
+		_, err := parseLevel() // in every command, whether it logs or not
+		return err
+	}
+	newLogger := func() (*slog.Logger, error) {
+		lvl, err := parseLevel()
+		if err != nil {
+			return nil, err
 		}
 		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})), nil
 	}
@@ -98,6 +105,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
 	root.AddCommand(versionCommand())
+	usageExits(root)
 	return root
 }
 
@@ -107,7 +115,7 @@ func serveCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		retention                  time.Duration
 		maxFutureSkew              time.Duration
 		cfg                        server.Config
-		sec                        serveSecurity
+		edge                       server.Edge
 		rem                        tsdb.Remote
 		remoteCacheTTL             time.Duration
 		remoteHeaders              []string
@@ -131,31 +139,34 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 				return err
 			}
 			if err := server.CheckEventsURL(eventsURL); err != nil {
-				return fmt.Errorf("--events-url: %w", err)
+				return usageError("--events-url: %w", err)
 			}
 			if !(cfg.RegressionFactor >= 1) || math.IsInf(cfg.RegressionFactor, 0) {
-				return fmt.Errorf("--regression-factor: must be a number >= 1, got %v", cfg.RegressionFactor)
+				return usageError("--regression-factor: must be a number >= 1, got %v", cfg.RegressionFactor)
 			}
 			if retention < 0 {
-				return fmt.Errorf("--retention: must not be negative, got %s", retention)
+				return usageError("--retention: must not be negative, got %s", retention)
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			if maxFutureSkew <= 0 {
-				return fmt.Errorf("--max-future-skew: must be positive, got %s", maxFutureSkew)
+				return usageError("--max-future-skew: must be positive, got %s", maxFutureSkew)
 			}
 			// Listen address, credentials and TLS are checked before the
 			// store is opened: a refusal to start touches no data.
-			wrapListener, err := sec.apply(cmd, listen, &cfg.Security, logger)
+			wrapListener, err := edge.Apply(cmd.Context(), listen, &cfg.Security, logger)
 			if err != nil {
-				return err
+				return asUsage(err) // the flags' files: auth, certificates
 			}
 			cfg.EventsURL = eventsURL
+			if err := server.CheckAWXUIURL(cfg.AWXUIURL); err != nil {
+				return usageError("--awx-ui-url: %w", err)
+			}
 			if minFreeDisk < 0 {
-				return fmt.Errorf("--min-free-disk: must not be negative (0 turns the rule off), got %d", minFreeDisk)
+				return usageError("--min-free-disk: must not be negative (0 turns the rule off), got %d", minFreeDisk)
 			}
 			if (rem.WriteURL != "" || rem.QueryURL != "") && cmd.Flags().Changed("min-free-disk") {
-				return errors.New("--min-free-disk: only with --data (a remote engine keeps its own disk)")
+				return usageError("--min-free-disk: only with --data (a remote engine keeps its own disk)")
 			}
 			storeMinFree := int64(minFreeDisk)
 			if storeMinFree == 0 {
@@ -164,20 +175,20 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 			if rem.WriteURL == "" && rem.QueryURL == "" {
 				for _, name := range []string{"remote-cache-ttl", "remote-timeout", "remote-header", "remote-memory-budget"} {
 					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s: only with --remote-write-url and --remote-query-url (a remote engine)", name)
+						return usageError("--%s: only with --remote-write-url and --remote-query-url (a remote engine)", name)
 					}
 				}
 			}
 			if remoteCacheTTL <= 0 {
 				// A cache of a remote store without a bound would serve
 				// one replica's view of a job for good.
-				return fmt.Errorf("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got %s", remoteCacheTTL)
+				return usageError("--remote-cache-ttl: must be positive (1ms reads the engine nearly every time), got %s", remoteCacheTTL)
 			}
 			if rem.Timeout <= 0 {
-				return fmt.Errorf("--remote-timeout: must be positive, got %s", rem.Timeout)
+				return usageError("--remote-timeout: must be positive, got %s", rem.Timeout)
 			}
 			if rem.MemoryBudget < 1<<20 {
-				return fmt.Errorf("--remote-memory-budget: must be at least 1048576 (1 MiB), got %d", rem.MemoryBudget)
+				return usageError("--remote-memory-budget: must be at least 1048576 (1 MiB), got %d", rem.MemoryBudget)
 			}
 			if rem.Header, err = parseHeaders(remoteHeaders); err != nil {
 				return err
@@ -218,33 +229,41 @@ and a key of the --config file (listen: 127.0.0.1:8080).`,
 	f.StringVar(&rem.WriteURL, "remote-write-url", "", "instead of --data: remote write URL of a Prometheus-compatible engine (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write)")
 	f.StringVar(&rem.QueryURL, "remote-query-url", "", "instead of --data: base of the engine's Prometheus API, /api/v1/query etc. appended (e.g. http://vmselect:8481/select/0/prometheus)")
 	f.DurationVar(&remoteCacheTTL, "remote-cache-ttl", tsdb.DefaultRemoteCacheTTL, "with --remote-query-url: longest a replica serves a job, summary or span from its cache (other replicas' writes show after at most this)")
-	f.DurationVar(&rem.Timeout, "remote-timeout", time.Minute, "with --remote-query-url: longest one request to the engine may take; a slower engine's answer is a 503 with Retry-After")
+	f.DurationVar(&rem.Timeout, "remote-timeout", remote.DefaultRequestTimeout, "with --remote-query-url: longest one request to the engine may take; a slower engine's answer is a 503 with Retry-After")
 	f.Int64Var(&rem.MemoryBudget, "remote-memory-budget", remote.DefaultMemoryBudget, "with --remote-query-url: bytes that all reads of the engine may decode and hold at once; a read beyond is a 503 with Retry-After, an answer past it alone a 502")
 	f.StringArrayVar(&remoteHeaders, "remote-header", nil, "with --remote-write-url: a header sent with every request to the engine, e.g. 'X-Scope-OrgID: peakline' (repeat for more)")
 	f.StringVar(&cfg.SettingsPath, "settings", "", "collection policy file (default DATA/settings.json; required with --remote-write-url: a file every replica shares)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&eventsURL, "events-url", "", "job-events link template with {job_id}, {counter_gte}, {counter_lte}")
+	f.StringVar(&cfg.AWXUIURL, "awx-ui-url", "", "base URL of the AWX web UI (https://awx.example): event links of AWX jobs open their output page, URL/#/jobs/playbook/{id}/output, instead of --events-url's API search")
 	f.DurationVar(&retention, "retention", 0, "delete jobs whose newest sample is older than this, measured against the wall clock (0 keeps everything)")
 	f.Var(&minFreeDisk, "min-free-disk", "with --data: refuse writes (507 with Retry-After) while the data dir's file system has less free space than this, e.g. 128MiB or 1GB; 0 turns the rule off")
 	f.DurationVar(&maxFutureSkew, "max-future-skew", tsdb.DefaultMaxFutureSkew, "refuse samples further ahead of the server's clock than this")
-	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted, as sent")
-	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", 64<<20, "largest request body accepted after decompression (times --max-concurrent-ingest bounds ingest memory)")
-	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", 2_000_000, "most samples accepted in one ingest batch")
-	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", 10_000, "most series accepted in one JSON ingest batch")
-	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", 10_000, "most tasks accepted in one JSON ingest batch")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted, as sent")
+	f.Int64Var(&cfg.MaxDecodedBytes, "max-decoded-bytes", server.DefaultMaxDecodedBytes, "largest request body accepted after decompression (times --max-concurrent-ingest bounds ingest memory)")
+	f.IntVar(&cfg.MaxBatchSamples, "max-batch-samples", server.DefaultMaxBatchSamples, "most samples accepted in one ingest batch")
+	f.IntVar(&cfg.MaxBatchSeries, "max-batch-series", server.DefaultMaxBatchSeries, "most series accepted in one JSON ingest batch")
+	f.IntVar(&cfg.MaxBatchTasks, "max-batch-tasks", server.DefaultMaxBatchTasks, "most tasks accepted in one JSON ingest batch")
 	f.Float64Var(&cfg.RegressionFactor, "regression-factor", server.DefaultRegressionFactor, "template history: flag a task's value when it is at least this many times the median of the other runs (and beyond their spread and the metric's floor)")
-	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", 4, "ingest requests (JSON and remote write) decoded and stored at once, each once its body is in; more get 429 with Retry-After")
+	f.IntVar(&cfg.MaxConcurrentIngest, "max-concurrent-ingest", server.DefaultMaxConcurrentIngest, "ingest requests (JSON and remote write) decoded and stored at once, each once its body is in; more get 429 with Retry-After")
 	f.Int64Var(&cfg.MaxReadBytes, "max-read-bytes", server.DefaultMaxReadBytes, "memory the heavy reads (template history, a job's graph and tasks, the jobs list) may hold at once, by the estimate each reserves before it starts; past it 429 with Retry-After")
 	f.DurationVar(&cfg.BodyReadTimeout, "ingest-body-timeout", server.DefaultBodyReadTimeout, "longest an ingest body may take to arrive after its headers; a slower one gets 408")
 	f.Int64Var(&cfg.MaxBodyBytesInFlight, "max-body-bytes-in-flight", server.DefaultMaxBodyBytesInFlight, "bytes of ingest bodies held at once, being received or served, whatever the number of clients (at least --max-body-bytes); past it 429 with Retry-After")
-	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", 2*time.Minute, "Prometheus API: longest evaluation of one query")
-	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", 50_000_000, "Prometheus API: most samples one query may hold in memory")
-	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", 8, "Prometheus API: queries evaluated at once; more wait")
+	f.DurationVar(&cfg.Prometheus.QueryTimeout, "query-timeout", query.DefaultTimeout, "Prometheus API: longest evaluation of one query")
+	f.IntVar(&cfg.Prometheus.QueryMaxSamples, "query-max-samples", query.DefaultMaxSamples, "Prometheus API: most samples one query may hold in memory")
+	f.IntVar(&cfg.Prometheus.QueryMaxConcurrency, "query-max-concurrency", query.DefaultMaxConcurrency, "Prometheus API: queries evaluated at once; more wait")
 	f.IntVar(&cfg.Prometheus.QueryMaxPoints, "query-max-points", query.DefaultMaxPoints, "Prometheus API: most steps the subqueries of one query evaluate together; more is refused before evaluation")
 	f.IntVar(&cfg.Prometheus.QueryMaxLength, "query-max-length", query.DefaultMaxQueryLength, "Prometheus API: longest query text in bytes")
-	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", 5*time.Minute, "Prometheus API: how far back an instant selector looks")
-	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", 5*time.Minute, "Prometheus API: window of rate(x) written without one in an instant query")
-	sec.flags(f, &cfg.Security)
+	f.DurationVar(&cfg.Prometheus.LookbackDelta, "query-lookback-delta", query.DefaultLookbackDelta, "Prometheus API: how far back an instant selector looks")
+	f.DurationVar(&cfg.Prometheus.RollupWindow, "query-rollup-window", query.DefaultRollupWindow, "Prometheus API: window of rate(x) written without one in an instant query")
+	f.StringVar(&edge.AuthFile, "auth-file", "", "YAML file of tokens and users with scopes (read, ingest, admin); reloaded on change and on SIGHUP")
+	f.BoolVar(&edge.InsecureNoAuth, "insecure-no-auth", false, "serve a non-loopback --listen without authentication (anyone who can connect may read, write and delete)")
+	f.StringVar(&edge.TLS.CertFile, "tls-cert-file", "", "PEM certificate chain: serve HTTPS (reloaded when it changes)")
+	f.StringVar(&edge.TLS.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	f.StringVar(&edge.TLS.ClientCAFile, "tls-client-ca-file", "", "PEM CA certificates: require client certificates signed by them (mutual TLS)")
+	f.StringSliceVar(&edge.AllowedHosts, "allowed-hosts", nil, `Host header names served ("*" for any; default: the --listen host, localhost, 127.0.0.1, ::1 and the certificate's names; every local name and address when listening on all interfaces)`)
+	f.DurationVar(&edge.AuthPoll, "auth-file-poll", server.DefaultAuthPoll, "how often --auth-file is checked for changes")
+	f.IntVar(&cfg.Security.MaxTemplates, "max-templates", server.DefaultMaxTemplates, "most job templates with their own collection setting")
 	return cmd
 }
 
@@ -319,21 +338,21 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 				logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			}
 			if (dataDir == "") == (serverURL == "") {
-				return errors.New("--data or --server: give exactly one of them")
+				return usageError("--data or --server: give exactly one of them")
 			}
 			if len(paths) == 0 && (awxCfg.URL == "" || jobID == "") {
-				return errors.New("requires at least 1 arg(s), only received 0: give the PATH to import, or --awx-url with --job and no PATH to re-attribute a job already stored")
+				return usageError("requires at least 1 arg(s), only received 0: give the PATH to import, or --awx-url with --job and no PATH to re-attribute a job already stored")
 			}
 			if maxFileBytes <= 0 {
-				return fmt.Errorf("--max-file-size: must be a positive number of bytes, got %d", maxFileBytes)
+				return usageError("--max-file-size: must be a positive number of bytes, got %d", maxFileBytes)
 			}
 			if (keep != "" || force) && len(paths) > 0 {
-				return errors.New("--keep and --force: only with --awx-url and no PATH (re-attributing a stored job)")
+				return usageError("--keep and --force: only with --awx-url and no PATH (re-attributing a stored job)")
 			}
 			var tr *ship.Transport // read the token before the trees: fail fast
 			if serverURL != "" {
 				if tr, err = ship.NewTransport(tc, serverURL, logger); err != nil {
-					return err
+					return asUsage(err) // the token and certificate files
 				}
 			}
 			if awxCfg.URL != "" && len(paths) == 0 {
@@ -346,15 +365,15 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
-			var fromAWX *awxJob // the events and metadata of --awx-url, read before the trees
+			var fromAWX *awx.ImportedJob // the events and metadata of --awx-url, read before the trees
 			if awxCfg.URL != "" {
 				if fromAWX, err = fetchAWXJob(cmd.Context(), awxCfg, jobID, paths, cmd.ErrOrStderr(), logger); err != nil {
 					return err
 				}
-				opts.Events = fromAWX.events
-				opts.JobID = awx.JobID(fromAWX.id) // --job 042 is AWX job 42
+				opts.Events = fromAWX.Events
+				opts.JobID = awx.JobID(fromAWX.ID) // --job 042 is AWX job 42
 			} else if awxCfg.TokenFile != "" || awxCfg.CAFile != "" {
-				return errors.New("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
+				return usageError("--awx-url: --awx-token-file and --awx-ca-file need the AWX URL to read the job from")
 			}
 			opts.MaxFileBytes = maxFileBytes
 			jobs, err := readJobs(cmd.ErrOrStderr(), paths, opts)
@@ -366,8 +385,10 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 			}
 			if fromAWX != nil {
 				for _, j := range jobs {
-					fromAWX.setInfo(j, templateID, templateName)
-					fromAWX.checkSpan(j, logger)
+					fromAWX.SetInfo(j, templateID != "", templateName != "")
+					if msg := fromAWX.SpanMessage(j); msg != "" {
+						logger.Warn(msg, "job", j.ID)
+					}
 				}
 			}
 			var sink func(context.Context, *ansible.Job) (tsdb.AppendResult, error)
@@ -384,7 +405,7 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 				client := &ship.Client{BaseURL: strings.TrimRight(serverURL, "/"), HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
 				sink = func(ctx context.Context, j *ansible.Job) (tsdb.AppendResult, error) {
 					batches := ship.Batches(j, 0)
-					bar := newBar(cmd.ErrOrStderr(), len(batches), "posting "+j.ID)
+					bar := newBar(cmd.ErrOrStderr(), len(batches), "posting "+j.ID, "batches")
 					defer bar.Finish()
 					for i := range batches {
 						retrying := func(err error, wait time.Duration) {
@@ -397,7 +418,7 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 							}
 							return tsdb.AppendResult{}, fmt.Errorf("--server: batch %d of %d: %w", i+1, len(batches), err)
 						}
-						_ = bar.Add(1)
+						bar.Add(1)
 					}
 					return tsdb.AppendResult{Samples: -1}, nil
 				}
@@ -430,7 +451,7 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 // bar over the files.
 func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*ansible.Job, error) {
 	if opts.JobID != "" && len(paths) > 1 {
-		return nil, errors.New("--job: names one job, but several paths were given")
+		return nil, usageError("--job: names one job, but several paths were given")
 	}
 	var all []*ansible.Job
 	for _, p := range paths {
@@ -441,16 +462,16 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 			all = append(all, j)
 			continue
 		}
-		var bar *progressbar.ProgressBar
+		var bar *progress.Bar
 		opts.Progress = func(done, total int) {
 			if bar == nil {
-				bar = newBar(stderr, total, "reading "+p)
+				bar = newBar(stderr, total, "reading "+p, "files")
 			}
-			_ = bar.Set(done)
+			bar.Set(done)
 		}
 		jobs, err := ansible.Read(p, opts)
 		if bar != nil {
-			_ = bar.Finish()
+			bar.Finish()
 		}
 		if err != nil {
 			return nil, err
@@ -460,11 +481,10 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 	return all, nil
 }
 
-// newBar is the progress bar of long operations, on stderr.
-func newBar(w io.Writer, total int, what string) *progressbar.ProgressBar {
-	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+// newBar reports the progress of a long operation over total units on
+// stderr: a bar on a terminal, plain lines elsewhere (package progress).
+func newBar(w io.Writer, total int, what, unit string) *progress.Bar {
+	return progress.New(w, total, what, progress.Options{Unit: unit})
 }
 
 // parseHeaders reads --remote-header values, "Name: value" each.
@@ -473,7 +493,7 @@ func parseHeaders(vals []string) (http.Header, error) {
 	for _, v := range vals {
 		name, val, ok := strings.Cut(v, ":")
 		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return nil, fmt.Errorf("--remote-header: must be 'Name: value', got %q", v)
+			return nil, usageError("--remote-header: must be 'Name: value', got %q", v)
 		}
 		h.Add(name, strings.TrimSpace(val))
 	}
@@ -535,7 +555,10 @@ func collectCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		Long: `collect runs COMMAND in a fresh cgroup (v2 where the controllers are
 available, else the v1 cpuacct, memory and pids controllers), samples its CPU,
 memory and PIDs, attributes each sample to the running task by following the
-ansible-runner job_events, and streams batches to the server. It exits with
+job events (ansible-runner's job_events; for ansible-playbook, those
+Peakline's own callback plugin writes), and streams batches to the server.
+It prints the job's page URL once the job id is known, and a warning when no
+job event arrived, so that no task is attributed. It exits with
 the command's exit code; a collector problem never fails the command. With
 --attach it samples an existing cgroup until it is empty or interrupted.
 
@@ -547,16 +570,16 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 				return err
 			}
 			if cfg.Server == "" {
-				return errors.New("--server: the URL of a peakline serve is required")
+				return usageError("--server: the URL of a peakline serve is required")
 			}
 			if cfg.Attach == "" && len(args) == 0 {
-				return errors.New("give a command after --, or --attach CGROUP_PATH")
+				return usageError("give a command after --, or --attach CGROUP_PATH")
 			}
 			if cfg.Attach != "" && len(args) > 0 {
-				return errors.New("--attach: samples an existing cgroup; drop the command after --")
+				return usageError("--attach: samples an existing cgroup; drop the command after --")
 			}
 			if cfg.Attach != "" && cfg.JobID == "" {
-				return errors.New("--job: is required with --attach")
+				return usageError("--job: is required with --attach")
 			}
 			if cfg.MemoryLimitBytes < 0 || cfg.MemoryLimitBytes > 0 && cfg.Attach != "" {
 				return errors.New("--memory-limit: must be a positive size for a command collect runs (an attached cgroup keeps its own)")
@@ -564,6 +587,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 			cfg.Command = args
 			cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			cfg.Logger = logger
+			cfg.Notices = cmd.ErrOrStderr()
 			code, err := live.Collect(cmd.Context(), cfg)
 			if err != nil {
 				logger.Warn("collector", "err", err)
@@ -669,20 +693,22 @@ func queryCommand() *cobra.Command {
 		Long: `query evaluates EXPR (MetricsQL, a superset of PromQL) at --time, or at
 every --step from --start to --end, over a store directory (--data; the server
 must be stopped) or a running server (--server, through its Prometheus API).
-Times are RFC 3339 or unix seconds; --time defaults to now.`,
+Times are RFC 3339 or unix seconds; --time defaults to now. Answers print
+the same from both, times in UTC to the millisecond; when no series
+matched, query says so on stderr and prints nothing.`,
 		Example: `  peakline query --data data --time 2026-11-30T03:39:40Z 'max by (task) (peakline_memory_bytes{job_id="demo2"})'
   peakline query --server http://127.0.0.1:8080 --start 2026-11-30T03:39:35Z --end 2026-11-30T03:39:42Z --step 1s 'peakline_cpu_percent'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (dataDir == "") == (serverURL == "") {
-				return errors.New("--data or --server: give exactly one of them")
+				return usageError("--data or --server: give exactly one of them")
 			}
 			isRange := start != "" || end != ""
 			if isRange && (start == "" || end == "" || step <= 0) {
-				return errors.New("--start, --end and --step: a range query needs all three (--step > 0)")
+				return usageError("--start, --end and --step: a range query needs all three (--step > 0)")
 			}
 			if isRange && at != "" {
-				return errors.New("--time: give either --time or --start/--end/--step")
+				return usageError("--time: give either --time or --start/--end/--step")
 			}
 			var tStart, tEnd, tAt time.Time
 			var err error
@@ -701,11 +727,11 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 				logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 				tr, err := ship.NewTransport(tc, serverURL, logger)
 				if err != nil {
-					return err
+					return asUsage(err) // the token and certificate files
 				}
 				client, err := promapi.NewClient(promapi.Config{Address: strings.TrimRight(serverURL, "/") + "/prometheus", Client: &http.Client{Transport: tr}})
 				if err != nil {
-					return fmt.Errorf("--server: %w", err)
+					return usageError("--server: %w", err)
 				}
 				api := promv1.NewAPI(client)
 				var v model.Value
@@ -724,8 +750,7 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 				for _, w := range warnings {
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 				}
-				fmt.Fprintln(out, v.String())
-				return nil
+				return printQuery(out, cmd.ErrOrStderr(), queryOutOfModel(v), args[0])
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			store, err := tsdb.Open(dataDir, tsdb.Options{}, logger, nil)
@@ -754,8 +779,7 @@ Times are RFC 3339 or unix seconds; --time defaults to now.`,
 			for _, w := range res.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
-			fmt.Fprintln(out, res.Value.String())
-			return nil
+			return printQuery(out, cmd.ErrOrStderr(), queryOutOfPromQL(res.Value), args[0])
 		},
 	}
 	f := cmd.Flags()
@@ -781,7 +805,7 @@ func parseTime(flag, s string) (time.Time, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		return time.UnixMilli(int64(math.Round(f * 1000))), nil
 	}
-	return time.Time{}, fmt.Errorf("%s: must be RFC 3339 (2026-11-30T03:39:40Z) or unix seconds, got %q", flag, s)
+	return time.Time{}, usageError("%s: must be RFC 3339 (2026-11-30T03:39:40Z) or unix seconds, got %q", flag, s)
 }
 
 // byteSize is a flag of bytes: a number, or one with a unit (128MiB,

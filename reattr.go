@@ -69,7 +69,7 @@ func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	id := awx.JobID(a.id)
+	id := awx.JobID(a.ID)
 	var store storedJobs
 	if o.dataDir != "" {
 		srv, err := server.Open(server.Setup{DataDir: o.dataDir}, log, nil)
@@ -79,7 +79,8 @@ func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.W
 		defer srv.Close()
 		store = &localJobs{srv: srv, dataDir: o.dataDir}
 	} else {
-		store = &remoteJobs{base: strings.TrimRight(o.serverURL, "/"), http: &http.Client{Transport: o.transport}, tokenFile: o.tokenFile}
+		base := strings.TrimRight(o.serverURL, "/")
+		store = &remoteJobs{base: base, client: &ship.Client{BaseURL: base, HTTP: &http.Client{Transport: o.transport}, TokenFile: o.tokenFile}}
 	}
 	old, err := store.read(ctx, id)
 	if err != nil {
@@ -88,18 +89,18 @@ func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.W
 	if old == nil || old.Samples() == 0 {
 		return fmt.Errorf("--job %s: Peakline holds no samples of job %s to re-attribute (to import samples from files, give their PATH)", o.jobFlag, id)
 	}
-	if !slices.ContainsFunc(a.events, func(ev ansible.JobEvent) bool { return ev.TaskStart }) {
-		return fmt.Errorf("--job %s: AWX holds no task start event of job %d (%d events) to attribute the samples to; nothing changed", o.jobFlag, a.id, a.total)
+	if !slices.ContainsFunc(a.Events, func(ev ansible.JobEvent) bool { return ev.TaskStart }) {
+		return fmt.Errorf("--job %s: AWX holds no task start event of job %d (%d events) to attribute the samples to; nothing changed", o.jobFlag, a.ID, a.Total)
 	}
-	next := ansible.Reattribute(old, a.events)
-	a.setInfo(next, o.templateID, o.templateName)
+	next := ansible.Reattribute(old, a.Events)
+	a.SetInfo(next, o.templateID != "", o.templateName != "")
 	if o.templateID != "" {
 		next.Info.TemplateID = o.templateID
 	}
 	if o.templateName != "" {
 		next.Info.TemplateName = o.templateName
 	}
-	if msg := a.spanMessage(next); msg != "" {
+	if msg := a.SpanMessage(next); msg != "" {
 		if !o.force {
 			return fmt.Errorf("%s; nothing changed (--force re-attributes them anyway)", msg)
 		}
@@ -136,35 +137,6 @@ func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.W
 	}
 	fmt.Fprintf(stdout, "job %s: stored re-attributed and checked: %d samples, same times and values, %d tasks with AWX's counters\n", id, got.Samples(), len(next.Tasks))
 	return nil
-}
-
-// spanMessage says why none of the job's samples lies within the span of
-// the AWX job's events (give or take spanSlack); "" when one does or the
-// job has no samples or AWX no events.
-func (a *awxJob) spanMessage(j *ansible.Job) string {
-	if len(a.events) == 0 {
-		return ""
-	}
-	from, to := a.events[0].TimeMs, a.events[0].TimeMs
-	for _, ev := range a.events {
-		from, to = min(from, ev.TimeMs), max(to, ev.TimeMs)
-	}
-	lo, hi := from-spanSlack.Milliseconds(), to+spanSlack.Milliseconds()
-	n := 0
-	for _, s := range j.Series {
-		for _, t := range s.Ts {
-			if t >= lo && t <= hi {
-				return ""
-			}
-		}
-		n += len(s.Ts)
-	}
-	if n == 0 {
-		return ""
-	}
-	stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
-	return fmt.Sprintf("import --awx-url: none of the %d samples lies within the events of AWX job %d (%s .. %s, give or take %s): is --job the job that made them?",
-		n, a.meta.ID, stamp(from), stamp(to), spanSlack)
 }
 
 // point is one sample of a resource, for comparing jobs.

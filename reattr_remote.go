@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,16 +21,12 @@ import (
 // million) and a response of a few megabytes.
 const windowSamples = 50_000
 
-// maxAnswerBytes bounds one answer remoteJobs reads.
-const maxAnswerBytes = 256 << 20
-
 // remoteJobs is the server of --server, over its HTTP API with the
 // client's token: the jobs list, the Prometheus-compatible query API for
 // the raw samples, DELETE /api/v1/jobs/{job} and the ingest.
 type remoteJobs struct {
-	base      string // without a trailing /
-	http      *http.Client
-	tokenFile string
+	base   string // without a trailing /
+	client *ship.Client
 }
 
 // jobListEntry is what remoteJobs reads of a job in GET /api/v1/jobs.
@@ -47,53 +42,24 @@ type jobListEntry struct {
 	Measured     string         `json:"measured"`
 }
 
-// get GETs path (with its query) and decodes the JSON answer into dst.
-func (r *remoteJobs) get(ctx context.Context, path string, dst any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
-	if err != nil {
-		return 0, fmt.Errorf("make request: %w", err)
-	}
-	resp, err := r.http.Do(req)
-	if err != nil {
+// get GETs path of the server's API with query q and decodes the JSON
+// answer into dst; a refusal's status is returned with the error.
+func (r *remoteJobs) get(ctx context.Context, path string, q url.Values, dst any) (int, error) {
+	if err := r.client.Get(ctx, path, q, dst); err != nil {
+		var se *ship.StatusError
+		if errors.As(err, &se) {
+			return se.StatusCode, fmt.Errorf("--server: %w%s", err, r.tokenHint(se.StatusCode))
+		}
 		return 0, fmt.Errorf("--server: %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	if err != nil {
-		return resp.StatusCode, fmt.Errorf("--server: read GET %s: %w", path, err)
-	}
-	if len(body) > maxAnswerBytes {
-		return resp.StatusCode, fmt.Errorf("--server: GET %s: answer larger than %d bytes", path, maxAnswerBytes)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, fmt.Errorf("--server: GET %s: %s: %s%s", path, resp.Status, serverMessage(body), r.tokenHint(resp.StatusCode))
-	}
-	if err := json.Unmarshal(body, dst); err != nil {
-		return resp.StatusCode, fmt.Errorf("--server: GET %s: decode answer: %w", path, err)
-	}
-	return resp.StatusCode, nil
-}
-
-// serverMessage is the "error" of a Peakline or Prometheus API error
-// answer, else the answer's text.
-func serverMessage(body []byte) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	return strings.TrimSpace(string(body))
+	return http.StatusOK, nil
 }
 
 func (r *remoteJobs) tokenHint(status int) string {
 	if status != http.StatusUnauthorized && status != http.StatusForbidden {
 		return ""
 	}
-	if r.tokenFile == "" {
-		return " (give --token-file, a token with the admin scope)"
-	}
-	return fmt.Sprintf(" (--token-file %s: re-attributing needs a token with the admin scope)", r.tokenFile)
+	return " (re-attributing needs a token with the admin scope)"
 }
 
 // entry finds the job in the jobs list; nil when it is not there.
@@ -108,7 +74,7 @@ func (r *remoteJobs) entry(ctx context.Context, jobID string) (*jobListEntry, er
 			Jobs []jobListEntry `json:"jobs"`
 			Next string         `json:"next"`
 		}
-		if _, err := r.get(ctx, "/api/v1/jobs?"+q.Encode(), &page); err != nil {
+		if _, err := r.get(ctx, "/api/v1/jobs", q, &page); err != nil {
 			return nil, err
 		}
 		for i := range page.Jobs {
@@ -167,7 +133,7 @@ func (r *remoteJobs) read(ctx context.Context, jobID string) (*ansible.Job, erro
 		to := from + window
 		q := url.Values{"query": {fmt.Sprintf("%s[%dms]", selector, window)}, "time": {fmt.Sprintf("%d.%03d", to/1000, to%1000)}}
 		var m promMatrix
-		status, err := r.get(ctx, "/prometheus/api/v1/query?"+q.Encode(), &m)
+		status, err := r.get(ctx, "/prometheus/api/v1/query", q, &m)
 		if err != nil {
 			if (status == http.StatusUnprocessableEntity || status == http.StatusServiceUnavailable || status == http.StatusBadRequest) && window > 1 {
 				window /= 2 // too many samples for the server's limits: ask for less
@@ -264,19 +230,12 @@ func parseSeconds(s string) (int64, error) {
 // remove deletes the job (DELETE /api/v1/jobs/{job}, admin scope). The
 // server takes a write to it once its samples are gone; write waits.
 func (r *remoteJobs) remove(ctx context.Context, jobID string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, r.base+"/api/v1/jobs/"+url.PathEscape(jobID), nil)
-	if err != nil {
-		return fmt.Errorf("make request: %w", err)
-	}
-	req.Header.Set("X-Peakline-CSRF", "1")
-	resp, err := r.http.Do(req)
-	if err != nil {
+	if err := r.client.Delete(ctx, "/api/v1/jobs/"+url.PathEscape(jobID)); err != nil {
+		var se *ship.StatusError
+		if errors.As(err, &se) {
+			return fmt.Errorf("--server: %w%s", err, r.tokenHint(se.StatusCode))
+		}
 		return fmt.Errorf("--server: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("--server: DELETE /api/v1/jobs/%s: %s: %s%s", url.PathEscape(jobID), resp.Status, serverMessage(body), r.tokenHint(resp.StatusCode))
 	}
 	return nil
 }
@@ -284,10 +243,9 @@ func (r *remoteJobs) remove(ctx context.Context, jobID string) error {
 // write posts the job's ingest batches, each retried while the server
 // answers that the job's deletion is pending (503 with Retry-After).
 func (r *remoteJobs) write(ctx context.Context, j *ansible.Job) error {
-	client := &ship.Client{BaseURL: r.base, HTTP: r.http, TokenFile: r.tokenFile}
 	batches := ship.Batches(j, 0)
 	for i := range batches {
-		if err := client.SendPatiently(ctx, &batches[i], 5*time.Minute, nil); err != nil {
+		if err := r.client.SendPatiently(ctx, &batches[i], 5*time.Minute, nil); err != nil {
 			return fmt.Errorf("--server: batch %d of %d: %w", i+1, len(batches), err)
 		}
 	}
@@ -296,8 +254,8 @@ func (r *remoteJobs) write(ctx context.Context, j *ansible.Job) error {
 
 func (r *remoteJobs) finish(path string) string {
 	s := "peakline import --server " + r.base
-	if r.tokenFile != "" {
-		s += " --token-file " + r.tokenFile
+	if r.client.TokenFile != "" {
+		s += " --token-file " + r.client.TokenFile
 	}
 	return s + " " + path
 }

@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,43 +16,12 @@ import (
 	"github.com/peakline/peakline/tsdb/history"
 )
 
-// Exit codes of peakline regressions.
+// Exit codes of peakline regressions; exitUsage (2, cli_usage.go) also
+// for no such template or run, and a server unreachable or refusing.
 const (
 	exitNoRegressions = 0
 	exitRegressions   = 1
-	exitUsage         = 2 // bad flags, no such template or run, server unreachable or refusing
 )
-
-// codedError is an error that ends the process with its own exit code;
-// main prints it like any other.
-type codedError struct {
-	code int
-	err  error
-}
-
-func (e codedError) Error() string { return e.err.Error() }
-func (e codedError) Unwrap() error { return e.err }
-
-func usageError(format string, args ...any) error {
-	return codedError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
-
-// regressionsReport is the --json output of peakline regressions.
-type regressionsReport struct {
-	TemplateID   string             `json:"template_id"`
-	TemplateName string             `json:"template_name"`
-	JobID        string             `json:"job_id"`
-	Runs         int                `json:"runs"` // in the window the job was compared with, itself included
-	Regressions  []reportRegression `json:"regressions"`
-	// Contended are the findings the task's stall explains (see
-	// history.Rule): apart from the regressions, counted only with --strict.
-	Contended []reportRegression `json:"contended"`
-}
-
-type reportRegression struct {
-	Task string `json:"task"` // the task's key
-	history.Regression
-}
 
 func regressionsCommand() *cobra.Command {
 	var (
@@ -109,14 +74,14 @@ contended. For CI pipelines, the exit code says:
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			h, err := fetchHistory(ctx, &http.Client{Transport: tr}, serverURL, template, job, last, maxStall)
+			h, err := fetchHistory(ctx, &ship.Client{BaseURL: serverURL, HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}, template, job, last, maxStall)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}
 			if len(h.Runs) == 0 {
 				return usageError("--template: template %q has no runs on %s", template, serverURL)
 			}
-			rep := regressionsOf(h, h.Runs[len(h.Runs)-1].JobID)
+			rep := history.ReportOf(h, h.Runs[len(h.Runs)-1].JobID)
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -125,7 +90,7 @@ contended. For CI pipelines, the exit code says:
 					return codedError{code: exitUsage, err: err}
 				}
 			} else {
-				printRegressions(out, rep)
+				rep.Print(out)
 			}
 			if len(rep.Regressions) > 0 || (strict && len(rep.Contended) > 0) {
 				return exitError{code: exitRegressions}
@@ -151,140 +116,18 @@ contended. For CI pipelines, the exit code says:
 
 // fetchHistory gets the history of template, the window ending at job
 // when it is set.
-func fetchHistory(ctx context.Context, client *http.Client, serverURL, template, job string, last int, maxStall float64) (*history.History, error) {
+func fetchHistory(ctx context.Context, client *ship.Client, template, job string, last int, maxStall float64) (*history.History, error) {
 	q := url.Values{"last": {strconv.Itoa(last)}, "max_stall": {strconv.FormatFloat(maxStall, 'f', -1, 64)}}
 	if job != "" {
 		q.Set("job", job)
 	}
-	u := strings.TrimRight(serverURL, "/") + "/api/v1/templates/" + url.PathEscape(template) + "/history?" + q.Encode()
-	body, err := getAPI(ctx, client, u)
-	if err != nil {
-		return nil, err
-	}
+	path := "/api/v1/templates/" + url.PathEscape(template) + "/history"
 	var h history.History
-	if err := json.Unmarshal(body, &h); err != nil {
-		return nil, fmt.Errorf("decode the answer of %s: %w", u, err)
+	if err := client.Get(ctx, path, q, &h); err != nil {
+		return nil, fmt.Errorf("ask %s: %w", client.BaseURL, err)
 	}
 	if h.Runs == nil {
-		return nil, errors.New("decode the answer of " + u + ": no \"runs\": is this a peakline serve?")
+		return nil, fmt.Errorf("ask %s: GET %s: no \"runs\" in the answer: is this a peakline serve?", client.BaseURL, path)
 	}
 	return &h, nil
-}
-
-// getAPI gets u from a peakline serve and returns the body of its 200
-// answer (at most 256 MiB), or an error with the server's message.
-func getAPI(ctx context.Context, client *http.Client, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("--server: %w", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("ask %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read the answer of %s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(body))
-		}
-		return nil, fmt.Errorf("ask %s: server answered %s: %s", u, resp.Status, e.Error)
-	}
-	return body, nil
-}
-
-// regressionsOf collects the regressions of run jobID, in task order.
-func regressionsOf(h *history.History, jobID string) regressionsReport {
-	rep := regressionsReport{TemplateID: h.TemplateID, TemplateName: h.TemplateName, JobID: jobID, Runs: len(h.Runs),
-		Regressions: []reportRegression{}, Contended: []reportRegression{}}
-	for _, t := range h.Tasks {
-		for _, r := range t.Regressions {
-			switch {
-			case r.JobID != jobID:
-			case r.Contended:
-				rep.Contended = append(rep.Contended, reportRegression{Task: t.Key, Regression: r})
-			default:
-				rep.Regressions = append(rep.Regressions, reportRegression{Task: t.Key, Regression: r})
-			}
-		}
-	}
-	return rep
-}
-
-// printRegressions writes the report as a table.
-func printRegressions(w io.Writer, rep regressionsReport) {
-	name := rep.TemplateID
-	if rep.TemplateName != "" {
-		name += " (" + rep.TemplateName + ")"
-	}
-	if len(rep.Regressions) == 0 && rep.Runs-1 < history.DefaultRule().MinOthers {
-		// Exit 0 still: a template's first runs must not fail a pipeline,
-		// but the table must not read as a judgement.
-		fmt.Fprintf(w, "template %s, job %s: no regressions: too few runs to compare (%d other runs; a run needs %d)\n", name, rep.JobID, rep.Runs-1, history.DefaultRule().MinOthers)
-		return
-	}
-	if len(rep.Regressions) == 0 {
-		fmt.Fprintf(w, "template %s, job %s: no regressions against the other %d runs\n", name, rep.JobID, rep.Runs-1)
-	} else {
-		noun := "regressions"
-		if len(rep.Regressions) == 1 {
-			noun = "regression"
-		}
-		fmt.Fprintf(w, "template %s, job %s: %d %s against the other %d runs\n", name, rep.JobID, len(rep.Regressions), noun, rep.Runs-1)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR")
-		for _, r := range rep.Regressions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Task, r.Metric, formatMetric(r.Metric, r.Value), formatMetric(r.Metric, r.Baseline), formatFactor(r.Factor))
-		}
-		_ = tw.Flush()
-	}
-	if len(rep.Contended) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "%d contended (the task waited for a CPU far more or less than usual: other work on the node; no regression without --strict)\n", len(rep.Contended))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tMETRIC\tVALUE\tUSUAL\tFACTOR\tWAITED\tUSUALLY")
-	for _, r := range rep.Contended {
-		waited, usually := "-", "-"
-		if s := r.Stall; s != nil {
-			waited = formatShare(s.Share) + " " + s.Signal
-			usually = formatShare(s.Baseline)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Task, r.Metric, formatMetric(r.Metric, r.Value), formatMetric(r.Metric, r.Baseline), formatFactor(r.Factor), waited, usually)
-	}
-	_ = tw.Flush()
-}
-
-// formatFactor renders a finding's factor, "-" when the baseline is 0.
-func formatFactor(f *float64) string {
-	if f == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(*f, 'f', 2, 64) + "×"
-}
-
-// formatShare renders a share of wall time as a percentage.
-func formatShare(v float64) string {
-	return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
-}
-
-// formatMetric renders a metric's value in its unit for people.
-func formatMetric(metric string, v float64) string {
-	switch metric {
-	case history.MetricDuration:
-		return strconv.FormatFloat(v/1000, 'f', 1, 64) + " s"
-	case history.MetricCPUSeconds:
-		return strconv.FormatFloat(v, 'f', 1, 64) + " CPU s"
-	case history.MetricCPUMax:
-		return strconv.FormatFloat(v, 'f', 1, 64) + "%"
-	case history.MetricMemoryMax:
-		return strconv.FormatFloat(v/(1<<20), 'f', 1, 64) + " MiB"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }

@@ -78,14 +78,14 @@ the server could not be asked.`,
 			if limit > 0 {
 				q.Set("limit", strconv.FormatInt(int64(limit), 10))
 			}
-			u := strings.TrimRight(serverURL, "/") + "/api/v1/templates/" + url.PathEscape(template) + "/rightsize?" + q.Encode()
-			body, err := getAPI(ctx, &http.Client{Transport: tr}, u)
-			if err != nil {
-				return codedError{code: exitUsage, err: err}
-			}
+			client := &ship.Client{BaseURL: serverURL, HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
+			path := "/api/v1/templates/" + url.PathEscape(template) + "/rightsize"
 			var rs history.RightSize
-			if err := json.Unmarshal(body, &rs); err != nil || rs.Notes == nil {
-				return codedError{code: exitUsage, err: fmt.Errorf("decode the answer of %s: not a rightsize answer (is this a peakline serve?): %v", u, err)}
+			if err := client.Get(ctx, path, q, &rs); err != nil {
+				return codedError{code: exitUsage, err: fmt.Errorf("ask %s: %w", serverURL, err)}
+			}
+			if rs.Notes == nil {
+				return codedError{code: exitUsage, err: fmt.Errorf("ask %s: GET %s: no \"notes\" in the answer: is this a peakline serve?", serverURL, path)}
 			}
 			if rs.RunsUsed == 0 {
 				return usageError("--template: template %q has no finished run with memory samples on %s (%s)", template, serverURL, strings.Join(rs.Notes, "; "))

@@ -15,16 +15,17 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/peakline/peakline/bench/workload"
+	"github.com/peakline/peakline/collector/progress"
 )
 
 // Command is `peakline bench` and its subcommands.
@@ -81,16 +82,26 @@ func (c *common) finish(cmd *cobra.Command, r *Report, started time.Time) error 
 	return r.writeFiles(c.jsonPath, c.svgPath)
 }
 
-// bar is a progress bar on stderr over total steps.
-func (c *common) bar(cmd *cobra.Command, total int, what string) *progressbar.ProgressBar {
+// ErrUsage marks the errors in a bench command's flags (errors.Is): the
+// peakline binary exits 2 on them, as on every usage error.
+var ErrUsage = errors.New("usage error")
+
+// usageErr is an error in the flags: it is ErrUsage.
+type usageErr struct{ error }
+
+func (usageErr) Is(target error) bool { return target == ErrUsage }
+func (e usageErr) Unwrap() error      { return e.error }
+
+func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
+
+// bar reports progress over total steps on stderr (package progress: a
+// bar on a terminal, plain lines elsewhere).
+func (c *common) bar(cmd *cobra.Command, total int, what string) *progress.Bar {
 	var w io.Writer = cmd.ErrOrStderr()
 	if c.quiet {
 		w = io.Discard
 	}
-	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	return progress.New(w, total, what, progress.Options{Unit: "steps"})
 }
 
 // parseSizes reads a comma-separated list of counts (1e3,1e6).
@@ -103,12 +114,12 @@ func parseSizes(flag, list string) ([]int, error) {
 		}
 		n, err := workload.ParseSize(s)
 		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", flag, err)
+			return nil, usagef("--%s: %w", flag, err)
 		}
 		out = append(out, n)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--%s: give at least one count, e.g. 1e3,1e6", flag)
+		return nil, usagef("--%s: give at least one count, e.g. 1e3,1e6", flag)
 	}
 	return out, nil
 }

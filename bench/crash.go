@@ -32,9 +32,9 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/peakline/peakline/collector/progress"
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -524,13 +524,10 @@ and exits 1 if any acknowledged sample was lost, doubled or changed.`,
 			if quiet {
 				w = io.Discard
 			}
-			bar := progressbar.NewOptions(cfg.Cycles, progressbar.OptionSetWriter(w),
-				progressbar.OptionSetDescription("crash cycles"), progressbar.OptionShowCount(),
-				progressbar.OptionShowElapsedTimeOnFinish(),
-				progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-			cfg.Progress = func(cycle int, _ *CrashResult) { _ = bar.Set(cycle) }
+			bar := progress.New(w, cfg.Cycles, "crash cycles", progress.Options{Unit: "cycles"})
+			cfg.Progress = func(cycle int, _ *CrashResult) { bar.Set(cycle) }
 			res, err := RunCrash(cmd.Context(), cfg)
-			_ = bar.Finish()
+			bar.Finish()
 			if res != nil {
 				writeCrashReport(cmd.OutOrStdout(), res, time.Since(started))
 			}

@@ -82,11 +82,11 @@ func runDownsample(cmd *cobra.Command, f *downsampleFlags) error {
 	shapes := strings.Split(f.shapes, ",")
 	for _, s := range shapes {
 		if !slices.Contains(workload.Shapes, s) {
-			return fmt.Errorf("--shapes: %q is not one of %s", s, strings.Join(workload.Shapes, ", "))
+			return usagef("--shapes: %q is not one of %s", s, strings.Join(workload.Shapes, ", "))
 		}
 	}
 	if f.rounds < 1 {
-		return fmt.Errorf("--rounds: must be at least 1, got %d", f.rounds)
+		return usagef("--rounds: must be at least 1, got %d", f.rounds)
 	}
 	algos := downsample.Names()
 	r := &Report{Title: "downsample: Peakline's algorithms vs go-lttb"}
@@ -129,14 +129,14 @@ func runDownsample(cmd *cobra.Command, f *downsampleFlags) error {
 				if size == sizes[len(sizes)-1] && n == points[0] {
 					pictures = append(pictures, pictureChart(name, ts, vs, res))
 				}
-				_ = bar.Add(1)
+				bar.Add(1)
 			}
 		}
 		for a, s := range sums {
 			speed[a] = append(speed[a], s/float64(len(shapes)))
 		}
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	r.Measurements = append(downsampleSummary(r.Measurements, sizes, algos), r.Measurements...)
 	if cores := runtime.GOMAXPROCS(0); cores > 1 {
 		shape := shapes[0]

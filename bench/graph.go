@@ -148,10 +148,10 @@ func runGraph(cmd *cobra.Command, f *graphFlags) error {
 		return err
 	}
 	if f.points < 2 || f.points > 10000 {
-		return fmt.Errorf("--points: must be between 2 and 10000, got %d", f.points)
+		return usagef("--points: must be between 2 and 10000, got %d", f.points)
 	}
 	if f.warm < 1 || f.cold < 1 {
-		return fmt.Errorf("--warm and --cold: must be at least 1")
+		return usagef("--warm and --cold: must be at least 1")
 	}
 	if f.remote {
 		return runGraphRemote(cmd, f, sizes, started)
@@ -176,13 +176,13 @@ func runGraph(cmd *cobra.Command, f *graphFlags) error {
 		if err := storeJob(ctx, g.dir, st); err != nil {
 			return err
 		}
-		_ = bar.Add(1)
+		bar.Add(1)
 		bar.Describe("graph: " + workload.JobName(size, f.tasks))
-		if err := graphSize(ctx, f, g, r, curves, func() { _ = bar.Add(1) }); err != nil {
+		if err := graphSize(ctx, f, g, r, curves, func() { bar.Add(1) }); err != nil {
 			return fmt.Errorf("job of %s samples: %w", workload.SizeName(size), err)
 		}
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	xs := make([]float64, len(sizes))
 	for i, s := range sizes {
 		xs[i] = float64(s)

@@ -99,11 +99,11 @@ func runGraphRemote(cmd *cobra.Command, f *graphFlags, sizes []int, started time
 	bar := f.bar(cmd, len(sizes)*(1+f.warm+f.cold), "graph --remote")
 	for _, size := range sizes {
 		bar.Describe("graph --remote: " + workload.JobName(size, f.tasks))
-		if err := graphRemoteSize(ctx, f, vmBin, root, size, r, curves, func() { _ = bar.Add(1) }); err != nil {
+		if err := graphRemoteSize(ctx, f, vmBin, root, size, r, curves, func() { bar.Add(1) }); err != nil {
 			return fmt.Errorf("job of %s samples: %w", workload.SizeName(size), err)
 		}
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	xs := make([]float64, len(sizes))
 	for i, s := range sizes {
 		xs[i] = float64(s)

@@ -80,7 +80,7 @@ func runHistory(cmd *cobra.Command, f *historyFlags) error {
 		f.requests = 10
 	}
 	if f.runs < 1 || f.runs > 100 || f.tasks < 1 || f.samples < f.tasks || f.requests < 1 {
-		return fmt.Errorf("--runs (1 to 100), --tasks (>= 1), --samples (>= --tasks) and --requests (>= 1): got %d, %d, %d, %d", f.runs, f.tasks, f.samples, f.requests)
+		return usagef("--runs (1 to 100), --tasks (>= 1), --samples (>= --tasks) and --requests (>= 1): got %d, %d, %d, %d", f.runs, f.tasks, f.samples, f.requests)
 	}
 	dir, err := os.MkdirTemp("", "peakline-bench-history-")
 	if err != nil {
@@ -99,7 +99,7 @@ func runHistory(cmd *cobra.Command, f *historyFlags) error {
 	if err := store.Compact(ctx); err != nil {
 		return err
 	}
-	_ = bar.Add(1)
+	bar.Add(1)
 	srv, err := server.New(server.Config{}, store, nil, nil)
 	if err != nil {
 		return err
@@ -115,9 +115,9 @@ func runHistory(cmd *cobra.Command, f *historyFlags) error {
 			lat.d = append(lat.d, time.Since(t0))
 			lat.bytes = int64(n)
 		}
-		_ = bar.Add(1)
+		bar.Add(1)
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	name := fmt.Sprintf("%d runs × %d tasks, %s samples/resource/run", f.runs, f.tasks, workload.SizeName(f.samples))
 	r := &Report{Title: "history: a template's runs task by task, warm store, in process"}
 	r.Add(cost(name, "history", "target 100 ms", "p50 latency", "ms, lower is better", lat.p(50), 100),

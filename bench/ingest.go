@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -106,7 +105,7 @@ func (f *ingestFlags) resolvePeers() error {
 		case "prometheus", "victoriametrics":
 			f.enabled[p] = true
 		default:
-			return fmt.Errorf("--peers: %q is not prometheus or victoriametrics", p)
+			return usagef("--peers: %q is not prometheus or victoriametrics", p)
 		}
 	}
 	var err error
@@ -143,10 +142,10 @@ func runIngest(cmd *cobra.Command, f *ingestFlags) error {
 	}
 	var err error
 	if f.samplesPerJob, err = workload.ParseSize(f.samples); err != nil {
-		return fmt.Errorf("--samples: %w", err)
+		return usagef("--samples: %w", err)
 	}
 	if f.jobs < 1 || f.tasks < 1 || f.batch < 1 || f.shards < 1 || f.rounds < 1 {
-		return errors.New("--jobs, --tasks, --batch, --shards and --rounds: must be at least 1")
+		return usagef("--jobs, --tasks, --batch, --shards and --rounds: must be at least 1")
 	}
 	if err := f.resolvePeers(); err != nil {
 		return err
@@ -187,10 +186,10 @@ func runIngest(cmd *cobra.Command, f *ingestFlags) error {
 				}
 				best.failedSends += res.failedSends
 			}
-			_ = bar.Add(1)
+			bar.Add(1)
 		}
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	asIs, onGrid, err := xorBreakdown(spec.jobStreams()[0])
 	if err != nil {
 		return err

@@ -157,7 +157,7 @@ func graphOnceCommand() *cobra.Command {
 					return err
 				}
 			default:
-				return fmt.Errorf("--subject: must be peakline or promql, got %q", subject)
+				return usagef("--subject: must be peakline or promql, got %q", subject)
 			}
 			res.Query, res.Bytes = t.d[0], int(t.bytes)
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)

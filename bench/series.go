@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -74,7 +73,7 @@ func runSeries(cmd *cobra.Command, f *seriesFlags) error {
 		}
 	}
 	if f.jobs < 1 || f.tasks < 1 || f.samplesPerTask < 1 || f.batch < 1 || f.shards < 1 {
-		return errors.New("--jobs, --tasks, --samples-per-task, --batch and --shards: must be at least 1")
+		return usagef("--jobs, --tasks, --samples-per-task, --batch and --shards: must be at least 1")
 	}
 	if err := f.resolvePeers(); err != nil {
 		return err
@@ -109,9 +108,9 @@ func runSeries(cmd *cobra.Command, f *seriesFlags) error {
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
 		got[sv.name] = m
-		_ = bar.Add(1)
+		bar.Add(1)
 	}
-	_ = bar.Finish()
+	bar.Finish()
 	return f.seriesReport(cmd, started, set, got)
 }
 

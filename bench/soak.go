@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -116,7 +115,7 @@ func runSoak(cmd *cobra.Command, f *soakFlags) error {
 		}
 	}
 	if f.jobs < 1 || f.tasks < 1 || f.graphWorkers < 0 || f.duration <= 0 || f.jobLength <= 0 || f.flush <= 0 {
-		return errors.New("--jobs, --tasks, --duration, --job-length and --flush: must be positive")
+		return usagef("--jobs, --tasks, --duration, --job-length and --flush: must be positive")
 	}
 	dir, err := os.MkdirTemp("", "peakline-bench-soak-")
 	if err != nil {
@@ -148,7 +147,7 @@ func runSoak(cmd *cobra.Command, f *soakFlags) error {
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
-		stats = sampleProc(loadCtx, p.pid(), f.statsInterval, func() { _ = bar.Set(int(time.Since(started) / time.Second)) })
+		stats = sampleProc(loadCtx, p.pid(), f.statsInterval, func() { bar.Set(int(time.Since(started) / time.Second)) })
 	}()
 	var wg sync.WaitGroup
 	for slot := range f.jobs {
@@ -210,7 +209,7 @@ func runSoak(cmd *cobra.Command, f *soakFlags) error {
 	}
 	wg.Wait()
 	<-statsDone
-	_ = bar.Finish()
+	bar.Finish()
 	if len(s.errs) > 0 {
 		return fmt.Errorf("soak: %d errors, the first: %w\n%s", len(s.errs), s.errs[0], p.logs)
 	}
@@ -452,7 +451,7 @@ func (s *soakRun) idlePhase(ctx context.Context, cmd *cobra.Command, n int, what
 				}
 				idle, cached = append(idle, d), append(cached, dc)
 				mu.Unlock()
-				_ = bar.Add(1)
+				bar.Add(1)
 				time.Sleep(s.f.graphPause)
 			}
 		}()

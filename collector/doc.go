@@ -22,6 +22,8 @@
 //   - collector/agent: `peakline agent`, the node agent that ties them
 //     together: discover finds jobs, live samples them with awx as the
 //     event source, ship sends the batches.
+//   - collector/progress: how far a long pass has come, on stderr: a
+//     progress bar on a terminal, plain lines every few seconds elsewhere.
 //   - collector/testscale: for tests only, the deadlines of tests of
 //     real processes and kernels stretched by PEAKLINE_TEST_TIME_SCALE
 //     (emulated kernels, make test-v2); the end-to-end tests use it too.
@@ -29,8 +31,8 @@
 // The imports point one way: agent uses live, awx, discover, ship, cgroup
 // and ansible; live uses ansible, ship and cgroup; awx uses ansible and
 // ship (its token file and CA bundle are read as every client's are); ship
-// uses ansible; ansible, cgroup, discover, awx/awxtest, ship/shiptest and
-// testscale use no other Peakline package. No collector package imports the server side
+// uses ansible; ansible, cgroup, discover, awx/awxtest, ship/shiptest,
+// progress and testscale use no other Peakline package. No collector package imports the server side
 // (server, tsdb, downsample, web, bench). imports_test.go checks these
 // arrows.
 package collector

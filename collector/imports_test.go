@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"collector/awx/awxtest":   {},
 	"collector/ship/shiptest": {},
 	"collector/testscale":     {},
+	"collector/progress":      {},
 	"collector/discover":      {},
 	"collector/agent":         {"collector/ansible", "collector/awx", "collector/cgroup", "collector/discover", "collector/live", "collector/ship"},
 }

@@ -26,9 +26,9 @@
 #     default (13h) would not ask them for it.
 #
 # Env: SCALEOUT_ENGINES (default "mimir thanos"), SCALEOUT_TESTS (go test
-# -run pattern, default the replica tests of remote_e2e_test.go and the
-# backfill test of remote_scaleout_test.go),
-# SCALEOUT_PKGS (default the root package), OOO_WINDOW (default 87600h,
+# -run pattern, default the replica tests of e2e/remote_e2e_test.go and the
+# backfill test of e2e/remote_scaleout_test.go),
+# SCALEOUT_PKGS (default ./e2e/, the end-to-end tests), OOO_WINDOW (default 87600h,
 # ten years: any test tree), GO.
 set -euo pipefail
 
@@ -36,7 +36,7 @@ bindir=$(cd "${1:?usage: scaleout-test.sh BINDIR}" && pwd)
 GO=${GO:-go}
 ENGINES=${SCALEOUT_ENGINES:-mimir thanos}
 TESTS=${SCALEOUT_TESTS:-^TestRemote(Replica|Backfill)}
-PKGS=${SCALEOUT_PKGS:-.}
+PKGS=${SCALEOUT_PKGS:-./e2e/}
 OOO_WINDOW=${OOO_WINDOW:-87600h}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/peakline-scaleout.XXXXXX")

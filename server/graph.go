@@ -69,14 +69,21 @@ func (s *Server) graph(c echo.Context) error {
 	}
 	p.TemplateID, p.TemplateName = job.Info.TemplateID, job.Info.TemplateName
 	p.Measured = job.Info.Measured
-	if sizingOf(job.Info) != (history.Sizing{}) {
-		// The at-cap mark is of the whole job's peak, whatever the window:
-		// the summary has it (cached).
+	p.JobURL = JobOutputURL(s.cfg.AWXUIURL, jobID)
+	p.Status, p.ReportedStatus = jobState(job.Info.Status), job.Info.Status
+	if ended, sized := stateEnded(p.Status), sizingOf(job.Info) != (history.Sizing{}); ended || sized {
+		// The whole job's end and memory peak (the at-cap mark),
+		// whatever the window: the summary has them (cached per job).
 		sum, err := s.store.Summary(c.Request().Context(), jobID)
 		if err != nil {
 			return err
 		}
-		p.Sizing = sizingEntry(sum)
+		if ended {
+			p.End = sum.LastMs
+		}
+		if sized {
+			p.Sizing = sizingEntry(sum)
+		}
 	}
 	return c.JSON(http.StatusOK, p)
 }
@@ -102,7 +109,7 @@ func (s *Server) tasks(c echo.Context) error {
 	if job.LastEvent != nil {
 		last = job.LastEvent.Counter
 	}
-	return c.JSON(http.StatusOK, graphpayload.TaskList{JobID: jobID, Tasks: graphpayload.Summaries(cols, spans, last), EventsURL: s.eventsURL(jobID)})
+	return c.JSON(http.StatusOK, graphpayload.TaskList{JobID: jobID, Tasks: graphpayload.Summaries(cols, spans, last), EventsURL: s.eventsURL(jobID), JobURL: JobOutputURL(s.cfg.AWXUIURL, jobID)})
 }
 
 // eventsURL fills {job_id} into the events template.

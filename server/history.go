@@ -63,12 +63,14 @@ func (s *Server) templateHistory(c echo.Context) error {
 	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
 		return err
 	}
-	runs, name, release, err := s.templateRuns(c, id, last, c.QueryParam("job"))
+	runs, name, runsInAll, release, err := s.templateRuns(c, id, last, c.QueryParam("job"))
 	if err != nil {
 		return err
 	}
 	defer release()
-	return c.JSON(http.StatusOK, history.Build(id, name, runs, rule, maxHistoryTasks))
+	h := history.Build(id, name, runs, rule, maxHistoryTasks)
+	h.RunsInAll = runsInAll
+	return c.JSON(http.StatusOK, h)
 }
 
 // templateParam reads and checks the template id of the path.
@@ -85,26 +87,27 @@ func templateParam(c echo.Context) (string, error) {
 
 // templateRuns reads the last runs of template id (oldest first), or
 // with job the last runs ending at that job, each with its per-task
-// statistics, and the template's newest name. The memory of the read is
+// statistics, the template's newest name, and how many runs the
+// template has (all, or up to job) of which the window holds the last. The memory of the read is
 // reserved in the heavy-read pool before it starts; the caller calls
 // release once it has answered.
-func (s *Server) templateRuns(c echo.Context, id string, last int, job string) (runs []history.Run, name string, release func(), err error) {
+func (s *Server) templateRuns(c echo.Context, id string, last int, job string) (runs []history.Run, name string, runsInAll int, release func(), err error) {
 	return s.readTemplateRuns(c.Request().Context(), id, last, job, func(what string, bytes int64) (func(), error) {
 		return s.reads.reserve(c, what, bytes)
 	})
 }
 
 // readTemplateRuns is templateRuns with the reservation made by reserve.
-func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job string, reserve func(what string, bytes int64) (func(), error)) (runs []history.Run, name string, release func(), err error) {
+func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job string, reserve func(what string, bytes int64) (func(), error)) (runs []history.Run, name string, runsInAll int, release func(), err error) {
 	ids, err := s.store.TemplateJobs(ctx, id)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", 0, nil, err
 	}
 	// Order the runs by their spans (chunk bounds, cached): only the runs
 	// of the window are read.
 	spans, err := s.store.Spans(ctx)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", 0, nil, err
 	}
 	ofTemplate := make(map[string]bool, len(ids))
 	for _, jid := range ids {
@@ -123,10 +126,11 @@ func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job 
 	if job != "" {
 		i := slices.IndexFunc(runSpans, func(sp tsdb.Span) bool { return sp.ID == job })
 		if i < 0 {
-			return nil, "", nil, &noSuchRunError{job: job, template: id}
+			return nil, "", 0, nil, &noSuchRunError{job: job, template: id}
 		}
 		end = i + 1
 	}
+	runsInAll = end
 	runSpans = runSpans[max(0, end-last):end]
 	sums := make([]tsdb.Summary, 0, len(runSpans))
 	for _, sp := range runSpans {
@@ -135,7 +139,7 @@ func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job 
 			continue // deleted since it was listed
 		}
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", 0, nil, err
 		}
 		sums = append(sums, sum)
 	}
@@ -160,7 +164,7 @@ func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job 
 	estimate += int64(maxSamples) * readSampleBytes
 	release, err = reserve(fmt.Sprintf("the history of %d runs", len(sums)), estimate)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", 0, nil, err
 	}
 	runs = make([]history.Run, 0, len(sums))
 	for _, sum := range sums {
@@ -170,14 +174,15 @@ func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job 
 		}
 		if err != nil {
 			release()
-			return nil, "", nil, err
+			return nil, "", 0, nil, err
 		}
 		runs = append(runs, s.runs.get(job, sum))
 		if sum.Info.TemplateName != "" {
 			name = sum.Info.TemplateName // the newest name wins
 		}
 	}
-	return runs, name, release, nil
+	// Runs deleted while the window was read are gone from the count too.
+	return runs, name, runsInAll - (len(runSpans) - len(runs)), release, nil
 }
 
 // maxStallParam parses max_stall=SHARE (0 to 1; history.Rule.MaxStall):

@@ -12,6 +12,8 @@ import (
 type historyDoc struct {
 	TemplateID   string `json:"template_id"`
 	TemplateName string `json:"template_name"`
+	RunsInAll    int    `json:"runs_in_all"`
+	MinOthers    int    `json:"min_others"`
 	Runs         []struct {
 		JobID  string `json:"job_id"`
 		Start  int64  `json:"start"`
@@ -135,11 +137,19 @@ func TestTemplateHistory(t *testing.T) {
 		}
 	}
 	// last=N keeps the newest N; job=ID ends the window there.
-	if h := get("?last=2"); len(h.Runs) != 2 || h.Runs[0].JobID != "1004" || h.Runs[1].JobID != "1005" || len(h.Tasks[0].Regressions) != 0 {
-		t.Errorf("last=2: runs %+v, regressions %+v; want 1004, 1005 and none (too few runs)", h.Runs, h.Tasks[0].Regressions)
+	// runs_in_all says how many runs the window was cut from, so that a
+	// page tells a small window from a template with few runs.
+	if h := get("?last=2"); len(h.Runs) != 2 || h.Runs[0].JobID != "1004" || h.Runs[1].JobID != "1005" || len(h.Tasks[0].Regressions) != 0 || h.RunsInAll != 5 || h.MinOthers != 3 {
+		t.Errorf("last=2: runs %+v, regressions %+v, runs in all %d, min others %d; want 1004, 1005 and none (too few runs) of 5, 3", h.Runs, h.Tasks[0].Regressions, h.RunsInAll, h.MinOthers)
 	}
-	if h := get("?last=3&job=1004"); len(h.Runs) != 3 || h.Runs[0].JobID != "1002" || h.Runs[2].JobID != "1004" {
-		t.Errorf("last=3&job=1004: runs %+v, want 1002..1004", h.Runs)
+	if h := get("?last=3&job=1004"); len(h.Runs) != 3 || h.Runs[0].JobID != "1002" || h.Runs[2].JobID != "1004" || h.RunsInAll != 4 {
+		t.Errorf("last=3&job=1004: runs %+v of %d, want 1002..1004 of the 4 up to 1004", h.Runs, h.RunsInAll)
+	}
+	if h := get("?job=1002"); len(h.Runs) != 2 || h.RunsInAll != 2 {
+		t.Errorf("job=1002: %d runs of %d, want 2 of 2", len(h.Runs), h.RunsInAll)
+	}
+	if h := get(""); len(h.Runs) != 5 || h.RunsInAll != 5 {
+		t.Errorf("the default window: %d runs of %d, want 5 of 5", len(h.Runs), h.RunsInAll)
 	}
 	// A template without runs: an empty history.
 	var empty historyDoc

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -28,8 +29,12 @@ type jobEntry struct {
 	// The job's template and status (tsdb.JobInfo); "" when unknown.
 	TemplateID   string `json:"template_id"`
 	TemplateName string `json:"template_name"`
-	Status       string `json:"status"`
-	Playbook     string `json:"playbook"`
+	// Status is the job's state: running, successful, failed, canceled
+	// or unknown (jobState); ReportedStatus the status its sender
+	// reported ("" when none), e.g. AWX's "error" for a failed job.
+	Status         string `json:"status"`
+	ReportedStatus string `json:"reported_status"`
+	Playbook       string `json:"playbook"`
 	// Measured is how the samples were measured: "cgroup", "process-tree"
 	// (summed over the job's processes: see tsdb.MeasuredProcessTree) or
 	// "" when the sender did not say.
@@ -42,9 +47,13 @@ type jobEntry struct {
 	Error string `json:"error,omitempty"`
 }
 
+// resourcePeak is a job's high-water mark of one resource and the task
+// it was taken in: its counter (0 when unknown) and name.
 type resourcePeak struct {
-	T int64   `json:"t"`
-	V float64 `json:"v"`
+	T       int64   `json:"t"`
+	V       float64 `json:"v"`
+	Counter int64   `json:"counter"`
+	Task    string  `json:"task"`
 }
 
 // Paging of GET /api/v1/jobs.
@@ -62,9 +71,10 @@ type jobsPage struct {
 	Total int        `json:"total"`
 }
 
-// listJobs answers GET /api/v1/jobs?limit=N&cursor=C&q=TEXT&template=ID:
-// the jobs whose id contains q (any case) and, with template, whose
-// template id is ID (tsdb.Store.TemplateJobs), newest first (by first time, then id),
+// listJobs answers GET /api/v1/jobs?limit=N&cursor=C&q=TEXT&template=ID&status=S:
+// the jobs whose id contains q (any case), with template, whose
+// template id is ID (tsdb.Store.TemplateJobs) and, with status, whose
+// state is one of S (comma-separated, see jobState), newest first (by first time, then id),
 // at most limit of them after the cursor. The order comes from the jobs'
 // spans (chunk bounds, tsdb.Store.Spans), so only the jobs of the page
 // are summarised. A cursor names the last job of a page by its sort key,
@@ -90,9 +100,18 @@ func (s *Server) listJobs(c echo.Context) error {
 			return err
 		}
 	}
+	states, err := parseStates(c.QueryParams()["status"])
+	if err != nil {
+		return err
+	}
 	spans, err := s.store.Spans(ctx)
 	if err != nil {
 		return err
+	}
+	if states != nil {
+		if spans, err = s.spansInStates(ctx, spans, states); err != nil {
+			return err
+		}
 	}
 	matched := spans[:0]
 	total := 0
@@ -138,18 +157,40 @@ func (s *Server) listJobs(c echo.Context) error {
 		}
 		e := jobEntry{JobID: sp.ID, First: sp.FirstMs, Last: sp.LastMs, Tasks: sum.Tasks,
 			Samples: map[string]int{}, Peaks: map[string]resourcePeak{},
-			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName, Status: sum.Info.Status, Playbook: sum.Info.Playbook, Measured: sum.Info.Measured,
+			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName,
+			Status: jobState(sum.Info.Status), ReportedStatus: sum.Info.Status,
+			Playbook: sum.Info.Playbook, Measured: sum.Info.Measured,
 			Sizing: sizingEntry(sum)}
 		for _, r := range sum.Resources {
 			e.Samples[r.Resource.Name] = r.Samples
 			// What the job waited for is no resource it used: no peak.
 			if r.Samples > 0 && !r.Resource.Stall {
-				e.Peaks[r.Resource.Name] = resourcePeak{T: r.PeakMs, V: r.Peak}
+				e.Peaks[r.Resource.Name] = resourcePeak{T: r.PeakMs, V: r.Peak, Counter: r.PeakCounter, Task: r.PeakTask}
 			}
 		}
 		page.Jobs = append(page.Jobs, e)
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// spansInStates keeps the spans of the jobs whose state is in states,
+// reading each job's info alone (tsdb.Store.JobInfos), not its samples.
+func (s *Server) spansInStates(ctx context.Context, spans []tsdb.Span, states map[string]bool) ([]tsdb.Span, error) {
+	ids := make([]string, len(spans))
+	for i, sp := range spans {
+		ids[i] = sp.ID
+	}
+	infos, err := s.store.JobInfos(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	kept := spans[:0]
+	for i, sp := range spans {
+		if states[jobState(infos[i].Status)] {
+			kept = append(kept, sp)
+		}
+	}
+	return kept, nil
 }
 
 // templateJobSet returns the set of jobs of the template named by the

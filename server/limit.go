@@ -34,7 +34,7 @@ const DefaultBodyReadTimeout = 10 * time.Second
 
 // DefaultMaxBodyBytesInFlight is Config.MaxBodyBytesInFlight when it is
 // 0: eight bodies of the default --max-body-bytes.
-const DefaultMaxBodyBytesInFlight = 8 * defaultMaxBodyBytes
+const DefaultMaxBodyBytesInFlight = 8 * DefaultMaxBodyBytes
 
 // Chunks of a body being received: the first is small, each next one as
 // large as what has arrived so far, up to maxBodyChunk. A client that

@@ -42,7 +42,7 @@ func TestIngestMeasured(t *testing.T) {
 		}
 		got = append(got, j["job_id"].(string)+":"+j["status"].(string)+":"+m)
 	}
-	if want := "4101:successful:process-tree 4102::cgroup 4103::"; strings.Join(got, " ") != want {
+	if want := "4101:successful:process-tree 4102:unknown:cgroup 4103:unknown:"; strings.Join(got, " ") != want {
 		t.Errorf("jobs of template 7 = %q, want %q", got, want)
 	}
 

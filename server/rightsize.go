@@ -37,7 +37,7 @@ func (s *Server) templateRightsize(c echo.Context) error {
 		}
 		opts.LimitBytes = float64(b)
 	}
-	runs, _, release, err := s.templateRuns(c, id, last, "")
+	runs, _, _, release, err := s.templateRuns(c, id, last, "")
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ type SecurityConfig struct {
 }
 
 const (
-	defaultMaxTemplates      = 10_000
+	DefaultMaxTemplates      = 10_000
 	defaultMaxPathParamBytes = 256
 	defaultFailBurst         = 10
 	defaultFailInterval      = 2 * time.Second
@@ -54,7 +54,7 @@ const (
 
 func (c *SecurityConfig) setDefaults() {
 	if c.MaxTemplates <= 0 {
-		c.MaxTemplates = defaultMaxTemplates
+		c.MaxTemplates = DefaultMaxTemplates
 	}
 	if c.MaxPathParamBytes <= 0 {
 		c.MaxPathParamBytes = defaultMaxPathParamBytes

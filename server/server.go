@@ -16,6 +16,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -32,6 +33,10 @@ type Config struct {
 	// EventsURL is the job-events link template with the placeholders
 	// {job_id}, {counter_gte} and {counter_lte}; empty for none.
 	EventsURL string
+	// AWXUIURL is the base URL of the AWX (or Tower) web UI, e.g.
+	// https://awx.example; with it, payloads link each AWX job to its
+	// output page (JobOutputURL). Empty for none.
+	AWXUIURL string
 	// MaxBodyBytes bounds a request body as sent (compressed or not).
 	MaxBodyBytes int64
 	// MaxDecodedBytes bounds a request body after decompression.
@@ -77,37 +82,38 @@ type Config struct {
 	RegressionFactor float64
 }
 
+// Defaults of Config's limits (serve's flags), used for a zero field.
 const (
-	defaultMaxBodyBytes    = 16 << 20
-	defaultMaxDecodedBytes = 64 << 20 // × defaultMaxConcurrentIngest: 256 MiB of decoded bodies at most
-	defaultMaxBatchSamples = 2_000_000
+	DefaultMaxBodyBytes    = 16 << 20
+	DefaultMaxDecodedBytes = 64 << 20 // × DefaultMaxConcurrentIngest: 256 MiB of decoded bodies at most
+	DefaultMaxBatchSamples = 2_000_000
 	defaultShutdownTimeout = 30 * time.Second
 )
 
 const (
-	defaultMaxBatchSeries      = 10_000
-	defaultMaxBatchTasks       = 10_000
-	defaultMaxConcurrentIngest = 4
+	DefaultMaxBatchSeries      = 10_000
+	DefaultMaxBatchTasks       = 10_000
+	DefaultMaxConcurrentIngest = 4
 )
 
 func (c *Config) setDefaults() {
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = defaultMaxBodyBytes
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.MaxDecodedBytes <= 0 {
-		c.MaxDecodedBytes = defaultMaxDecodedBytes
+		c.MaxDecodedBytes = DefaultMaxDecodedBytes
 	}
 	if c.MaxBatchSamples <= 0 {
-		c.MaxBatchSamples = defaultMaxBatchSamples
+		c.MaxBatchSamples = DefaultMaxBatchSamples
 	}
 	if c.MaxBatchSeries <= 0 {
-		c.MaxBatchSeries = defaultMaxBatchSeries
+		c.MaxBatchSeries = DefaultMaxBatchSeries
 	}
 	if c.MaxBatchTasks <= 0 {
-		c.MaxBatchTasks = defaultMaxBatchTasks
+		c.MaxBatchTasks = DefaultMaxBatchTasks
 	}
 	if c.MaxConcurrentIngest <= 0 {
-		c.MaxConcurrentIngest = defaultMaxConcurrentIngest
+		c.MaxConcurrentIngest = DefaultMaxConcurrentIngest
 	}
 	if c.BodyReadTimeout <= 0 {
 		c.BodyReadTimeout = DefaultBodyReadTimeout
@@ -142,6 +148,31 @@ func CheckEventsURL(tmpl string) error {
 	return nil
 }
 
+// CheckAWXUIURL reports whether an AWX UI base URL is usable: an
+// absolute http(s) URL with a host, and no query or fragment (the job
+// output path goes after it).
+func CheckAWXUIURL(base string) error {
+	if base == "" {
+		return nil
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || strings.Contains(base, "#") {
+		return fmt.Errorf("must be the http(s) URL of the AWX web UI without a query or #fragment, e.g. https://awx.example, got %q", base)
+	}
+	return nil
+}
+
+// JobOutputURL is the AWX UI page of job jobID's output under the UI at
+// base (see CheckAWXUIURL): base/#/jobs/playbook/ID/output. AWX job ids
+// are whole numbers: any other id (an ansible-runner ident) is no AWX
+// job, and gets "", as does an empty base.
+func JobOutputURL(base, jobID string) string {
+	if base == "" || jobID == "" || len(jobID) > 19 || strings.TrimLeft(jobID, "0123456789") != "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/#/jobs/playbook/" + jobID + "/output"
+}
+
 // Server serves one store.
 type Server struct {
 	cfg     Config
@@ -165,6 +196,9 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	cfg.setDefaults()
 	if err := CheckEventsURL(cfg.EventsURL); err != nil {
 		return nil, fmt.Errorf("events URL: %w", err)
+	}
+	if err := CheckAWXUIURL(cfg.AWXUIURL); err != nil {
+		return nil, fmt.Errorf("AWX UI URL: %w", err)
 	}
 	if cfg.RegressionFactor < 1 || math.IsInf(cfg.RegressionFactor, 0) || math.IsNaN(cfg.RegressionFactor) {
 		return nil, fmt.Errorf("regression factor: must be a number >= 1, got %v", cfg.RegressionFactor)

@@ -219,7 +219,7 @@ func (m *templateMetrics) refresh(ctx context.Context) error {
 // had no room for the read.
 func (m *templateMetrics) regressionsOf(ctx context.Context, id, jobID string) (n int, ok bool, err error) {
 	busy := errors.New("busy")
-	runs, _, release, err := m.s.readTemplateRuns(ctx, id, defaultHistoryRuns, jobID, func(_ string, bytes int64) (func(), error) {
+	runs, _, _, release, err := m.s.readTemplateRuns(ctx, id, defaultHistoryRuns, jobID, func(_ string, bytes int64) (func(), error) {
 		r, ok := m.s.reads.tryReserve(bytes)
 		if !ok {
 			return nil, busy

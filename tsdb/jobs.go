@@ -23,12 +23,18 @@ type Summary struct {
 	Resources []ResourceSummary
 }
 
-// ResourceSummary is the sample count and high-water mark of a resource.
+// ResourceSummary is the sample count and high-water mark of a resource,
+// and the task the high-water mark was taken in (that of its first
+// sample when the mark repeats).
 type ResourceSummary struct {
 	Resource Resource
 	Samples  int
 	PeakMs   int64
 	Peak     float64
+	// PeakCounter and PeakTask are the counter (0 when unknown) and name
+	// of the peak's task; "" and 0 when the resource has no samples.
+	PeakCounter int64
+	PeakTask    string
 }
 
 // JobIDs lists the ids of every stored job, sorted.
@@ -90,10 +96,15 @@ func Summarize(job *Job) Summary {
 	sum.FirstMs, sum.LastMs = job.Span()
 	for _, c := range job.Columns {
 		rs := ResourceSummary{Resource: c.Resource, Samples: len(c.Ts), Peak: math.Inf(-1)}
+		peakAt := -1
 		for i, v := range c.Vs {
 			if v > rs.Peak {
-				rs.Peak, rs.PeakMs = v, c.Ts[i]
+				rs.Peak, rs.PeakMs, peakAt = v, c.Ts[i], i
 			}
+		}
+		if peakAt >= 0 {
+			t := job.Tasks[c.Task[peakAt]]
+			rs.PeakCounter, rs.PeakTask = t.Counter, t.Name
 		}
 		sum.Resources = append(sum.Resources, rs)
 	}
@@ -153,12 +164,9 @@ func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, 
 	}
 	var out []string
 	for _, id := range ids {
-		info, _, ok := s.cache.info(id)
-		if !ok {
-			if info, err = readInfo(ctx, q, id); err != nil {
-				return nil, err
-			}
-			s.cache.putInfo(strings.Clone(id), info, tok)
+		info, err := s.cachedInfo(ctx, q, id, tok)
+		if err != nil {
+			return nil, err
 		}
 		if info.TemplateID == templateID {
 			// Copied: the value points into block memory the querier holds.
@@ -169,24 +177,41 @@ func (s *Store) TemplateJobs(ctx context.Context, templateID string) ([]string, 
 	return out, nil
 }
 
-// TemplateIDs lists the template ids any job's info has named, sorted
-// (a job moved to another template since may leave an id with no job:
-// TemplateJobs tells). Safe for concurrent use.
-func (s *Store) TemplateIDs(ctx context.Context) ([]string, error) {
-	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
+// JobInfos returns the info of each job of ids, in order (JobInfo{} for
+// a job without any), read from the jobs' info series alone (not their
+// samples) and cached until the job is written or deleted, as
+// TemplateJobs does. Safe for concurrent use.
+func (s *Store) JobInfos(ctx context.Context, ids []string) ([]JobInfo, error) {
+	tok := s.cache.generation() // before the querier opens: see TemplateJobs
+	q, err := s.Queryable().Querier(minTime, maxTime)
 	if err != nil {
 		return nil, fmt.Errorf("open querier: %w", err)
 	}
 	defer q.Close()
-	ids, _, err := q.LabelValues(ctx, LabelTemplateID, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo))
-	if err != nil {
-		return nil, fmt.Errorf("list template ids: %w", err)
-	}
-	out := make([]string, len(ids))
+	out := make([]JobInfo, len(ids))
 	for i, id := range ids {
-		out[i] = strings.Clone(id) // the querier's memory goes when it closes
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if out[i], err = s.cachedInfo(ctx, q, id, tok); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// cachedInfo returns a job's info from the cache, or reads it through q
+// and caches it under tok.
+func (s *Store) cachedInfo(ctx context.Context, q storage.Querier, id string, tok uint64) (JobInfo, error) {
+	if info, _, ok := s.cache.info(id); ok {
+		return info, nil
+	}
+	info, err := readInfo(ctx, q, id)
+	if err != nil {
+		return JobInfo{}, err
+	}
+	s.cache.putInfo(strings.Clone(id), info, tok)
+	return info, nil
 }
 
 // readInfo reads a job's info from its info series alone.
@@ -214,4 +239,24 @@ func readInfo(ctx context.Context, q storage.Querier, jobID string) (JobInfo, er
 		return JobInfo{}, fmt.Errorf("read info of job %q: %w", jobID, err)
 	}
 	return acc.info, nil
+}
+
+// TemplateIDs lists the template ids any job's info has named, sorted
+// (a job moved to another template since may leave an id with no job:
+// TemplateJobs tells). Safe for concurrent use.
+func (s *Store) TemplateIDs(ctx context.Context) ([]string, error) {
+	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
+	if err != nil {
+		return nil, fmt.Errorf("open querier: %w", err)
+	}
+	defer q.Close()
+	ids, _, err := q.LabelValues(ctx, LabelTemplateID, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo))
+	if err != nil {
+		return nil, fmt.Errorf("list template ids: %w", err)
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.Clone(id) // the querier's memory goes when it closes
+	}
+	return out, nil
 }

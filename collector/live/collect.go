@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -51,8 +52,11 @@ type LiveConfig struct {
 	TemplateName string
 	// EventsDir is the job_events directory to follow (--events). By
 	// default `ansible-runner run DIR` commands are recognised and their
-	// artifacts/<ident>/job_events followed; other commands have none and
-	// their samples get counter 0.
+	// artifacts/<ident>/job_events followed; `ansible-playbook` commands
+	// run with Peakline's Ansible callback plugin enabled (see
+	// setupCallback), which writes job events to follow; other commands
+	// have none, which is warned about. Samples taken while no task is
+	// known get counter 0.
 	EventsDir string
 	// Attach is an existing cgroup to sample until it has no process left
 	// (--attach): its directory, or a cgroup path as in /proc/PID/cgroup.
@@ -79,6 +83,10 @@ type LiveConfig struct {
 	Stdout, Stderr io.Writer
 	// Logger receives the collector's own log (nil: discarded).
 	Logger *slog.Logger
+	// Notices receives the lines for the person running the job, whatever
+	// the log level: the job page URL once the job id is known, and the
+	// warning when no job events arrived (nil: discarded).
+	Notices io.Writer
 	// Transport holds the token, CA bundle and client certificate sent to
 	// Server (--token-file, --ca-file, --cert-file, --key-file).
 	Transport ship.TransportConfig
@@ -196,10 +204,11 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	}
 
 	// Where the job events are, and what the job is called.
-	ids := &liveJobID{id: cfg.JobID, now: tune.now, log: log}
+	ids := &liveJobID{id: cfg.JobID, now: tune.now, log: log, announce: announcer(&cfg)}
 	ids.deadline = tune.now().Add(tune.identWait)
 	var follower *eventFollower
-	switch ra, isRunner := parseRunnerCommand(cfg.Command); {
+	ra, isRunner := parseRunnerCommand(cfg.Command)
+	switch {
 	case cfg.EventsDir != "":
 		follower = newEventFollower(fixedDir(cfg.EventsDir), tune.now, log)
 		if ids.id == "" {
@@ -221,6 +230,33 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	}
 	if ids.id != "" {
 		log.Info("collecting", "job", ids.id)
+		ids.tell(ids.id)
+	}
+
+	// ansible-playbook gets Peakline's callback plugin, which writes the
+	// job events. Any other command has none: a follower of a directory
+	// that stays empty would only hold every sample for Settle.
+	var callback *callbackSetup
+	warnedNoEvents := false
+	switch {
+	case follower != nil:
+	case isPlaybookCommand(cfg.Command):
+		wd, _ := os.Getwd()
+		callback, err = setupCallback(ids.id, os.Environ(), wd)
+		if err != nil {
+			noEventsWarning(&cfg, log, "Peakline's Ansible callback plugin cannot be enabled ("+err.Error()+")")
+			warnedNoEvents = true
+			break
+		}
+		defer func() {
+			if err := callback.remove(); err != nil {
+				log.Warn("cannot remove the callback plugin directory", "err", err)
+			}
+		}()
+		follower = newEventFollower(fixedDir(callback.eventsDir), tune.now, log)
+	default:
+		noEventsWarning(&cfg, log, "the command is neither ansible-playbook nor ansible-runner")
+		warnedNoEvents = true
 	}
 
 	layout, err := cgroup.Detect(tune.cgroupRoot)
@@ -253,6 +289,9 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	if ids.id != "" {
 		env = append(env, EnvJobID+"="+ids.id)
 	}
+	if callback != nil {
+		env = append(env, callback.env...)
+	}
 	cmd, placeErr, err := startInCgroup(&cfg, path, env, cg, log)
 	if err != nil {
 		log.Error("cannot start the command", "err", err)
@@ -273,7 +312,45 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	}
 	p.session.SetInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Forks: commandForks(cfg.Command, os.Environ())})
 	p.stop()
+	if !warnedNoEvents && !follower.events.seenAny() {
+		switch {
+		case cfg.EventsDir != "":
+			noEventsWarning(&cfg, log, "none arrived in --events "+cfg.EventsDir)
+		case isRunner:
+			noEventsWarning(&cfg, log, "ansible-runner wrote none that collect found")
+		default:
+			noEventsWarning(&cfg, log, "ansible-playbook wrote none through Peakline's callback plugin (it ended before its playbook started, or ANSIBLE_CALLBACKS_ENABLED was changed under it)")
+		}
+	}
 	return code, nil
+}
+
+// noEventsWarning says, once per job, that its samples are not attributed
+// to tasks, why, and what to do: on cfg.Notices, else in the log (not
+// both: on the command line both are stderr).
+func noEventsWarning(cfg *LiveConfig, log *slog.Logger, why string) {
+	msg := "no job events: tasks are not attributed; " + why +
+		"; run ansible-playbook or ansible-runner under collect, or pass --events DIR (a job_events directory)"
+	if cfg.Notices != nil {
+		fmt.Fprintln(cfg.Notices, "peakline collect: WARNING: "+msg)
+		return
+	}
+	log.Warn(msg)
+}
+
+// announcer returns the function that prints the job page URL to
+// cfg.Notices.
+func announcer(cfg *LiveConfig) func(id string) {
+	return func(id string) {
+		if cfg.Notices != nil && cfg.Server != "" {
+			fmt.Fprintln(cfg.Notices, "peakline collect: job page "+JobPageURL(cfg.Server, id))
+		}
+	}
+}
+
+// JobPageURL is the URL of job id's page on the server at base.
+func JobPageURL(base, id string) string {
+	return strings.TrimRight(base, "/") + "/jobs/" + url.PathEscape(id)
 }
 
 // collectAttach samples an existing cgroup until it is empty or ctx ends.
@@ -291,7 +368,7 @@ func collectAttach(ctx context.Context, cfg *LiveConfig, tune liveTuning, log *s
 		return 1, fmt.Errorf("cannot attach to %q: %w", cfg.Attach, err)
 	}
 	defer cg.Remove() // closes only: the cgroup is not ours
-	ids := &liveJobID{id: cfg.JobID, now: tune.now, log: log}
+	ids := &liveJobID{id: cfg.JobID, now: tune.now, log: log, announce: announcer(cfg)}
 	if ids.id == "" {
 		ids.id = cfg.Ident
 	}
@@ -303,6 +380,7 @@ func collectAttach(ctx context.Context, cfg *LiveConfig, tune liveTuning, log *s
 		follower = newEventFollower(fixedDir(cfg.EventsDir), tune.now, log)
 	}
 	log.Info("attached", "cgroup", cg.Path(), "job", ids.id)
+	ids.tell(ids.id)
 	p := newLivePipeline(cfg, tune, cg, follower, ids, log)
 	p.start()
 	t := time.NewTicker(cfg.PollInterval)
@@ -395,6 +473,16 @@ type liveJobID struct {
 	deadline time.Time     // after it a generated id is used
 	now      func() time.Time
 	log      *slog.Logger
+	// announce is called once with the id decided while waiting
+	// (decide); the caller announces an id known from the start.
+	announce func(id string)
+}
+
+// tell calls announce, if set.
+func (j *liveJobID) tell(id string) {
+	if j.announce != nil {
+		j.announce(id)
+	}
 }
 
 // get returns the id, or "" while it waits for runner's ident.
@@ -409,16 +497,19 @@ func (j *liveJobID) decide(force bool) string {
 	}
 	if j.ident == nil {
 		j.id = generateJobID(j.now())
+		j.tell(j.id)
 		return j.id
 	}
 	if id := j.ident(); id != "" {
 		j.id = id
 		j.log.Info("collecting", "job", id, "from", "ansible-runner ident")
+		j.tell(id)
 		return id
 	}
 	if force || j.now().After(j.deadline) {
 		j.id = generateJobID(j.now())
 		j.log.Warn("ansible-runner made no ident dir; using a generated job id", "job", j.id)
+		j.tell(j.id)
 	}
 	return j.id
 }

@@ -16,10 +16,16 @@
 // Where do a job's events come from? Events holds what a source has seen;
 // collect's source is the job_events follower (follow.go), which tails
 // artifacts/<ident>/job_events and finds that directory from an
-// `ansible-runner run` command line (follow_runner.go). The agent's source
-// is the AWX API (collector/awx), which adds to Events the same way. Each
-// source also tells Events when it last answered, so that a source that is
-// down is told apart from a task that writes no events.
+// `ansible-runner run` command line (follow_runner.go); for
+// ansible-playbook, collect writes its own Ansible callback plugin
+// (ansiblecb/peakline_events.py, embedded) into a temporary directory and
+// enables it through Ansible's environment, and the plugin writes the same
+// files for the follower (playbook.go). For other commands, or when no
+// event arrived by the end, collect says once that no task is attributed.
+// The agent's source is the AWX API (collector/awx), which adds to Events
+// the same way. Each source also tells Events when it last answered, so
+// that a source that is down is told apart from a task that writes no
+// events.
 //
 // It does not own parsing an event file or the shapes of a job
 // (collector/ansible), sending and spooling batches (collector/ship) or

@@ -220,3 +220,10 @@ func (e *Events) takeTasks() (starts []ansible.JobEvent, last ansible.JobEvent, 
 	}
 	return starts, ansible.JobEvent{}, false
 }
+
+// seenAny reports whether any event was added.
+func (e *Events) seenAny() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.haveLast
+}

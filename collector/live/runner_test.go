@@ -1,6 +1,7 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -15,7 +16,7 @@ const runnerPlaybook = `- name: live collector test play
   tasks:
     - name: burn some cpu
       ansible.builtin.command:
-        argv: [python3, -c, "import time\nt = time.time()\nwhile time.time() - t < 2: pass"]
+        argv: [python3, -c, "import time\nwhile time.process_time() < 2: pass"]
     - name: allocate memory
       ansible.builtin.command:
         argv: [python3, -c, "b = b'x' * (260 << 20)"]
@@ -70,9 +71,11 @@ func TestCollectAnsibleRunner(t *testing.T) {
 		writeFile(t, filepath.Join(pdd, name), content)
 	}
 	srv := newIngestServer(t)
+	var notices bytes.Buffer
 	cfg := LiveConfig{
 		Server:   srv.url(),
 		SpoolDir: t.TempDir(),
+		Notices:  &notices,
 		Command:  []string{"ansible-runner", "run", pdd, "-p", "perf.yml"},
 		// Memory is polled less often than the allocation task lasts:
 		// only the task boundary puts its peak on it.
@@ -92,6 +95,11 @@ func TestCollectAnsibleRunner(t *testing.T) {
 		t.Fatalf("artifacts: %v", idents)
 	}
 	ident := idents[0].Name()
+	// The job page is printed once runner has named its ident, and
+	// nothing else: the job had events.
+	if want := "peakline collect: job page " + srv.url() + "/jobs/" + ident + "\n"; notices.String() != want {
+		t.Errorf("notices %q, want %q", notices.String(), want)
+	}
 
 	srv.mu.Lock()
 	tasks, last, playbook := srv.tasks, srv.last, srv.playbook
@@ -148,6 +156,8 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	for c, m := range taskMax {
 		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
 	}
+	// The task burns 2 s of CPU time (not of wall time), however busy the
+	// machine.
 	burnt := cpuSeconds(srv.got(), func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
 	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)
 	// A sample stands for the interval before it, so up to one interval at

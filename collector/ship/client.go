@@ -20,8 +20,10 @@ const IngestPath = "/api/v1/ingest"
 // maxErrorBody bounds how much of an error response Send reads.
 const maxErrorBody = 64 << 10
 
-// Client posts ingest batches to a Peakline server. It is safe for
-// concurrent use if HTTP is.
+// Client is the one client of a Peakline server's own HTTP API: it posts
+// ingest batches (Send) and reads and deletes (Get, Delete; api.go). Every
+// non-2xx answer becomes a *StatusError, the server's {"error": …}
+// decoded once (readStatusError). It is safe for concurrent use if HTTP is.
 type Client struct {
 	// BaseURL is the server's root, e.g. "http://peakline:9090"; a
 	// trailing slash is ignored.
@@ -34,7 +36,7 @@ type Client struct {
 	TokenFile string
 }
 
-// StatusError is a non-2xx answer to a batch: its HTTP status and the
+// StatusError is a non-2xx answer of the server: its HTTP status and the
 // server's "error" message (or the start of the body when it sent none).
 type StatusError struct {
 	StatusCode int

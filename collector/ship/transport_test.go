@@ -304,7 +304,7 @@ func TestNewTransportRefuses(t *testing.T) {
 	noCA := writePrivate(t, dir, "no-ca.pem", []byte("not a certificate\n"))
 	f(TransportConfig{CAFile: noCA}, "https://h", "--ca-file", noCA, "no PEM certificate")
 	f(TransportConfig{CAFile: missing}, "https://h", "--ca-file", missing)
-	f(TransportConfig{}, "127.0.0.1:8080", "--server", "http:// or https://")
+	f(TransportConfig{}, "127.0.0.1:1", "--server", "http:// or https://")
 	f(TransportConfig{}, "ftp://h", "--server", "http:// or https://")
 }
 
@@ -338,9 +338,9 @@ func TestNewTransportWarns(t *testing.T) {
 		}
 	}
 	f(TransportConfig{TokenFile: private}, "https://peakline.example")
-	f(TransportConfig{TokenFile: private}, "http://127.0.0.1:8080")
-	f(TransportConfig{TokenFile: private}, "http://[::1]:8080")
-	f(TransportConfig{TokenFile: private}, "http://LocalHost:8080/")
+	f(TransportConfig{TokenFile: private}, "http://127.0.0.1:1")
+	f(TransportConfig{TokenFile: private}, "http://[::1]:1")
+	f(TransportConfig{TokenFile: private}, "http://LocalHost:1/")
 	f(TransportConfig{}, "http://peakline.example")
 	f(TransportConfig{TokenFile: private}, "http://peakline.example:8080", "goes in clear")
 	f(TransportConfig{TokenFile: private}, "http://10.0.0.1", "goes in clear")

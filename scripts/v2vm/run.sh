@@ -2,7 +2,7 @@
 # run.sh [test|record]: boots each pinned Debian kernel (assets.sh) under
 # qemu with a pure cgroup v2 hierarchy (cgroup_no_v1=all) and runs, inside,
 # the collector packages' real-cgroup tests, a real ansible-runner job under
-# `peakline collect` and one under `peakline agent` (the root package's
+# `peakline collect` and one under `peakline agent` (e2e/'s
 # end-to-end tests), and records real v2 job cgroups (record.sh). For
 # make test-v2; needs root, qemu-system-x86, busybox-static, cpio,
 # debootstrap and xz-utils (.ci/run installs them).
@@ -59,14 +59,14 @@ t_build=$(date +%s)
 	for p in cgroup live discover; do
 		$GO test -c -o "$bindir/$p.test" "./collector/$p"
 	done
-	$GO test -c -o "$bindir/root.test" .
+	$GO test -c -o "$bindir/e2e.test" ./e2e
 )
 echo "v2vm: root image and binaries ready in $(($(date +%s) - t_start))s (build $(($(date +%s) - t_build))s)" >&2
 
 # The checks, one a line: kernels (a glob of the release)|name|dir in
 # the source tree|tests that must pass|command. Every kernel runs the
 # collector packages' real-cgroup tests; 6.1 runs an ansible-runner job
-# under `peakline collect` (the root package's TestCollectAnsibleRunner),
+# under `peakline collect` (e2e's TestCollectAnsibleRunner),
 # 6.12 one under `peakline agent` in a podman-like container cgroup with the
 # AWX stand-in (TestAgentAWXOutage). An emulated ansible-runner job takes
 # minutes: more of them would not fit CI's time (collector/live's own
@@ -75,8 +75,8 @@ cat >"$bindir/checks" <<'EOF'
 *|cgroup-tests|/mnt/src/collector/cgroup|TestRealHost|/mnt/share/cgroup.test -test.v -test.count=1 -test.timeout=10m
 *|discover-tests|/mnt/src/collector/discover|TestRealV2 TestRealProcessTree TestRealProcessTreeChainExit|/mnt/share/discover.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestReal
 *|live-tests|/mnt/src/collector/live|TestCollectRealCommand TestCollectAttach TestStaleCgroup|/mnt/share/live.test -test.v -test.count=1 -test.timeout=10m -test.run ^(TestCollectRealCommand|TestCollectAttach|TestStaleCgroup)$
-6.1.*|collect-ansible-runner|/mnt/src|TestCollectAnsibleRunner|/mnt/share/root.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestCollectAnsibleRunner$
-6.12.*|agent-ansible-runner|/mnt/src|TestAgentAWXOutage|/mnt/share/root.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestAgentAWXOutage$
+6.1.*|collect-ansible-runner|/mnt/src/e2e|TestCollectAnsibleRunner|/mnt/share/e2e.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestCollectAnsibleRunner$
+6.12.*|agent-ansible-runner|/mnt/src/e2e|TestAgentAWXOutage|/mnt/share/e2e.test -test.v -test.count=1 -test.timeout=10m -test.run ^TestAgentAWXOutage$
 EOF
 
 overall=0
@@ -88,7 +88,7 @@ for pin in "${KERNELS[@]}"; do
 	run=$CACHE/run-$krel
 	rm -rf "$run"
 	mkdir -p "$run"
-	cp "$bindir"/{peakline,cgroup.test,live.test,discover.test,root.test} "$run/"
+	cp "$bindir"/{peakline,cgroup.test,live.test,discover.test,e2e.test} "$run/"
 	while IFS='|' read -r glob line; do
 		# shellcheck disable=SC2053
 		if [[ $krel == $glob ]]; then echo "$line"; fi

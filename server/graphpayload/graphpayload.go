@@ -80,6 +80,11 @@ type Payload struct {
 	Series    []SeriesPlot  `json:"series"`
 	Tasks     []TaskSummary `json:"tasks"`
 	EventsURL string        `json:"events_url,omitempty"`
+	// JobURL is the AWX UI page of the job's output (serve
+	// --awx-ui-url), the page an operator reads a task's events on;
+	// left out when not configured or the job is no AWX job. The
+	// server fills it in.
+	JobURL string `json:"job_url,omitempty"`
 	// The job's template, when it has one (left out otherwise), so the
 	// job page can show how the run compares with the template's other
 	// runs. BuildGraph leaves them empty: the server fills them in.
@@ -92,6 +97,15 @@ type Payload struct {
 	// Sizing is what the job's info says of its memory limit, OOM kills
 	// and forks; absent when it says none of it. The server fills it in.
 	Sizing *Sizing `json:"sizing,omitempty"`
+	// Status is the job's state: running, successful, failed, canceled
+	// or unknown; ReportedStatus the status its sender reported, when
+	// it did (e.g. AWX's "error" for a failed job). End is when the job
+	// ended (unix ms: the last time it shows, see tsdb.Job.Span), set
+	// only when its status says it ended: a running job, or one of
+	// unknown status, has no end. The server fills them in.
+	Status         string `json:"status,omitempty"`
+	ReportedStatus string `json:"reported_status,omitempty"`
+	End            int64  `json:"end,omitempty"`
 }
 
 // Sizing is what a job's info says of its resources and inputs (the
@@ -136,6 +150,7 @@ type TaskList struct {
 	JobID     string        `json:"job_id"`
 	Tasks     []TaskSummary `json:"tasks"`
 	EventsURL string        `json:"events_url,omitempty"`
+	JobURL    string        `json:"job_url,omitempty"` // as Payload.JobURL
 }
 
 // EventRange is the counter range of a task's job events.

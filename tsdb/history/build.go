@@ -15,6 +15,14 @@ type History struct {
 	// TasksOmitted counts the tasks past the answer's cap (MaxTasks of
 	// Build), left out from the end of the order.
 	TasksOmitted int `json:"tasks_omitted"`
+	// MinOthers is the rule's Rule.MinOthers: the other runs a run
+	// needs before anything is flagged in it.
+	MinOthers int `json:"min_others"`
+	// RunsInAll counts the runs of the template the window was taken
+	// from (all of them, or those up to the job it ends at); the window
+	// holds the last len(Runs). Build sets it to len(runs): a caller
+	// that cut the window sets it.
+	RunsInAll int `json:"runs_in_all"`
 	// Dists is the spread of each metric over the whole finished runs of
 	// the window (see RunDists).
 	Dists Dists `json:"distribution"`
@@ -87,7 +95,8 @@ type Contention struct {
 // (<= 0: all). It does not modify runs; the document shares the runs'
 // Max and Mean figures.
 func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int) History {
-	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{}, Dists: RunDists(runs)}
+	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{},
+		MinOthers: rule.MinOthers, RunsInAll: len(runs), Dists: RunDists(runs)}
 	for i, r := range runs {
 		h.Runs[i] = RunEntry{JobID: r.JobID, Start: r.StartMs, End: r.EndMs, Status: r.Status}
 	}

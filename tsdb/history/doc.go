@@ -38,8 +38,10 @@
 // tasks of the newest run in its order, then those of older runs that
 // the newer ones lack. A task's key is "file:line name" as the newest
 // run where it appears has it (or the name alone without a task_path;
-// "(unnamed task)" with neither, as the samples collect takes before the
-// first task starts), suffixed " #2", " #3"… when two tasks would share a key.
+// "(unnamed task)" with neither), suffixed " #2", " #3"… when two tasks
+// would share a key. The samples taken before a run's first task starts
+// (counter 0 with no name: ansible's own start-up) are no task of the
+// template's and are left out (BeforeFirstTask).
 //
 // # Regressions
 //

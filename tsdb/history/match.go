@@ -76,10 +76,15 @@ type Sizing struct {
 	ProjectRevision, EEImage string
 }
 
-// UnnamedKey is the key of a task with neither name nor task_path: the
-// samples collect takes before a job's first task starts (ansible's own
-// start-up), as the pages label such a task.
+// UnnamedKey is the key of a task with neither name nor task_path (an
+// event source that names none), as the pages label such a task.
 const UnnamedKey = "(unnamed task)"
+
+// BeforeFirstTask reports whether tr holds the samples taken before a
+// job's first task started (counter 0, no name: ansible's own start-up,
+// or a whole job collected without job events). Such a row is no task of
+// the playbook's: Match leaves it out of the history.
+func BeforeFirstTask(tr TaskRun) bool { return tr.Counter <= 0 && tr.Name == "" && tr.Path == "" }
 
 // Task is one task matched across runs (see the package doc).
 type Task struct {
@@ -115,8 +120,9 @@ type exactKey struct {
 }
 
 // Match matches the tasks of runs (oldest first) by the rule of the
-// package doc and returns the tasks in the package doc's order. It does
-// not modify runs.
+// package doc and returns the tasks in the package doc's order; the
+// samples before each run's first task (BeforeFirstTask) match nothing
+// and are in no Task. It does not modify runs.
 func Match(runs []Run) []Task {
 	var tasks []Task
 	exact := map[exactKey]int{}   // → index into tasks
@@ -146,12 +152,15 @@ func Match(runs []Run) []Task {
 		used := map[int]bool{}
 		for i, k := range keys { // 1: exact
 			match[i] = -1
+			if BeforeFirstTask(run[i]) {
+				continue
+			}
 			if ti, ok := exact[k]; ok && !used[ti] {
 				match[i], used[ti] = ti, true
 			}
 		}
 		for i, k := range keys { // 2: moved
-			if match[i] >= 0 {
+			if match[i] >= 0 || BeforeFirstTask(run[i]) {
 				continue
 			}
 			for _, ti := range byName[k.nameKey] {
@@ -162,6 +171,9 @@ func Match(runs []Run) []Task {
 			}
 		}
 		for i, k := range keys { // 3: new
+			if BeforeFirstTask(run[i]) {
+				continue
+			}
 			if match[i] < 0 {
 				match[i] = newTask(ri, &run[i], k.path)
 			}

@@ -134,17 +134,35 @@ func TestNormalizePath(t *testing.T) {
 	f("", "")
 }
 
-// A task with neither name nor task_path (a live run's samples before
-// its first task, counter 0) has a key that names it, unique like the
-// others; it matches the same span of the other runs.
-func TestMatchUnnamedKey(t *testing.T) {
-	runs := []Run{
-		runOf("1", "||", "p||a|/x/project/a.yml:1", "p||(unnamed task)|"),
-		runOf("2", "||", "p||a|/x/project/a.yml:1"),
-	}
-	if got, want := render(Match(runs)), "(unnamed task): 0 0\na.yml:1 a: 1 1\n(unnamed task) #2: 2 -1\n"; got != want {
+// The samples before a run's first task (counter 0, no name, no path)
+// are no task of the template's: they match nothing, so no history row
+// holds them. A task after it with neither name nor task_path (counter >
+// 0) is a task, with a key that names it, unique like the others.
+func TestMatchBeforeFirstTask(t *testing.T) {
+	nameless := tk("p|||")
+	nameless.Counter = 5
+	r1 := runOf("1", "||", "p||a|/x/project/a.yml:1", "p||(unnamed task)|")
+	r1.Tasks = append(r1.Tasks, nameless)
+	r2 := runOf("2", "||", "p||a|/x/project/a.yml:1")
+	r2.Tasks = append(r2.Tasks, nameless)
+	runs := []Run{r1, r2}
+	before := fmt.Sprint(runs)
+	if got, want := render(Match(runs)), "a.yml:1 a: 1 1\n(unnamed task): 3 2\n(unnamed task) #2: 2 -1\n"; got != want {
 		t.Errorf("Match = %q, want %q", got, want)
 	}
+	if fmt.Sprint(runs) != before {
+		t.Errorf("Match modified its runs")
+	}
+	f := func(tr TaskRun, want bool) {
+		t.Helper()
+		if got := BeforeFirstTask(tr); got != want {
+			t.Errorf("BeforeFirstTask(%+v) = %v, want %v", tr, got, want)
+		}
+	}
+	f(TaskRun{}, true)
+	f(TaskRun{Counter: 0, Name: "x"}, false)
+	f(TaskRun{Counter: 0, Path: "a.yml:1"}, false)
+	f(TaskRun{Counter: 3}, false)
 }
 
 // Keys are unique whatever the names.

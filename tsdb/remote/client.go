@@ -127,6 +127,10 @@ type Config struct {
 // server's own point and series limits let one request read.
 const DefaultMaxResponseBytes = 1 << 30
 
+// DefaultRequestTimeout bounds one request to the engine when
+// Config.RequestTimeout is 0.
+const DefaultRequestTimeout = time.Minute
+
 // Client talks to one engine.
 type Client struct {
 	cfg    Config
@@ -156,7 +160,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: give the base without /api/v1 (it is appended), got %q", ErrBadQueryURL, cfg.QueryURL)
 	}
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = time.Minute
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes

@@ -5,7 +5,7 @@
 // the same time scale. The charts only draw and report gestures; the page
 // (job.js) decides what a pick, a zoom or a reset does.
 
-import { RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDuration, el, svg } from './format.js';
+import { RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDuration, el, svg, taskLabel } from './format.js';
 import { lowerBound, nearestIndex, yScale, timeTicks } from './scale.js';
 
 // Plot margins in CSS pixels, the same in every chart so points align.
@@ -485,7 +485,7 @@ export class ChartStack {
         el('span', { class: 'muted' }, ` +${fmtDuration(inf.t - this.view.jobStart)}`)),
       el('div', { class: 'tt-value' }, el('span', { class: `swatch ${inf.resource}` }), `${meta.label} `,
         el('b', {}, fmtValue(inf.resource, inf.v)), inf.peak ? el('span', { class: 'badge' }, 'peak') : null),
-      el('div', { class: 'tt-task' }, inf.task ? inf.task.name || '(unnamed task)' : 'no task known'),
+      el('div', { class: 'tt-task' }, inf.task ? taskLabel(inf.task) : 'no task known'),
       el('div', { class: 'tt-counter' }, inf.counter > 0
         ? `counter ${inf.counter}${ev.known ? ` · events ${ev.gte}–${ev.lte}` : ''}`
         : 'counter unknown · events unknown'),
@@ -638,7 +638,7 @@ export class ChartStack {
     this.renderOverlays();
     const ev = this.handlers.events(task);
     this.tooltip.replaceChildren(
-      el('div', { class: 'tt-task' }, task.name || '(unnamed task)'),
+      el('div', { class: 'tt-task' }, taskLabel(task)),
       el('div', { class: 'tt-time' }, `${fmtClock(task.start, true)} – ${fmtClock(task.end, true)} (${fmtDuration(task.end - task.start)})`),
       el('div', { class: 'tt-counter' }, ev.known ? `counter ${task.counter} · events ${ev.gte}–${ev.lte}` : 'counter unknown · events unknown'),
       el('div', { class: 'tt-hint' }, 'click: open events'),

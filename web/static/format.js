@@ -56,9 +56,19 @@ export function fmtDate(ms) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
-// fmtDateTime renders a unix-ms time as local "YYYY-MM-DD HH:MM:SS".
+// fmtZone names the browser's time zone at a unix-ms time by its offset
+// from UTC: "UTC", "UTC+1", "UTC−3", "UTC+5:30".
+export function fmtZone(ms) {
+  const off = -new Date(ms).getTimezoneOffset(); // minutes east of UTC
+  if (off === 0) return 'UTC';
+  const a = Math.abs(off);
+  return `UTC${off > 0 ? '+' : '−'}${Math.floor(a / 60)}${a % 60 ? `:${pad(a % 60)}` : ''}`;
+}
+
+// fmtDateTime renders a unix-ms time as local "YYYY-MM-DD HH:MM:SS" and
+// its zone: "2026-12-02 01:05:33 UTC+1".
 export function fmtDateTime(ms) {
-  return `${fmtDate(ms)} ${fmtClock(ms)}`;
+  return `${fmtDate(ms)} ${fmtClock(ms)} ${fmtZone(ms)}`;
 }
 
 // fmtDuration renders milliseconds for people: "850 ms", "5.9 s",
@@ -80,6 +90,19 @@ export function fmtCount(n) {
   return Number.isFinite(n) ? n.toLocaleString('en-US') : '–';
 }
 
+// BEFORE_FIRST_TASK names the samples taken before a job's first task
+// started (counter 0 with no name: ansible's own start-up, or a whole
+// job collected without job events).
+export const BEFORE_FIRST_TASK = 'before first task';
+
+// taskLabel is how the pages name a task of a job's tasks payload: its
+// name, BEFORE_FIRST_TASK for the samples before the first task, else
+// "(unnamed task)" for a task its events name not.
+export function taskLabel(task) {
+  if (task.name) return task.name;
+  return task.counter > 0 ? '(unnamed task)' : BEFORE_FIRST_TASK;
+}
+
 // pathSegment escapes a job id for one URL path segment, leaving the
 // characters a path segment may hold as they are (":" of timestamped ids
 // above all): the server routes on the raw path when it is escaped
@@ -95,16 +118,19 @@ export function awxEventsPath(jobId, gte, lte) {
 }
 
 // taskEvents says where a task's job events are: {known: false} when its
-// counter is unknown (0), else the counter range with the filled-in
-// template URL (url is null without a template) and the AWX API path.
-export function taskEvents(task, template, jobId) {
+// counter is unknown (0), else the counter range, the link to open (url:
+// the AWX UI's job output page, jobURL, when the server has one, else
+// the filled-in events template; null without either; output tells
+// which) and the AWX API path.
+export function taskEvents(task, template, jobId, jobURL) {
   if (!task || !task.events || !(task.counter > 0)) return { known: false };
   const gte = task.events.counter_gte;
   const lte = task.events.counter_lte;
-  const url = template
+  const search = template
     ? template.replaceAll('{counter_gte}', String(gte)).replaceAll('{counter_lte}', String(lte))
     : null;
-  return { known: true, gte, lte, url, path: awxEventsPath(jobId, gte, lte) };
+  const url = jobURL || search;
+  return { known: true, gte, lte, url, output: !!jobURL, path: awxEventsPath(jobId, gte, lte) };
 }
 
 // el builds an element: el('a', {href: u, class: 'x'}, 'text', child…).

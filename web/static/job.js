@@ -8,12 +8,12 @@ import { ChartStack } from './chart.js';
 import { TaskTable } from './tasks.js';
 import { DEFAULT_RUNS, historyURL, templateURL, usualOf, usualSummary, jobRegressions, regressionText } from './history.js';
 import {
-  RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDateTime, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment,
+  RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDate, fmtDateTime, fmtZone, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment, taskLabel,
 } from './format.js';
 import { renderJobSizing } from './rightsize.js';
+import { isLive, stateBadge } from './jobstate.js';
 
-// A job whose newest sample is this recent is still running: refresh it.
-const LIVE_WINDOW_MS = 30_000;
+// A live job (isLive: running, by its status) is refreshed this often.
 const REFRESH_MS = 5_000;
 const MAX_POINTS = 10_000;
 const MIN_POINTS = 2;
@@ -68,7 +68,7 @@ function taskAt(counter, t) {
   return task && t <= task.end ? task : null;
 }
 
-const events = (task) => taskEvents(task, state.payload && state.payload.events_url, jobId);
+const events = (task) => taskEvents(task, state.payload && state.payload.events_url, jobId, state.payload && state.payload.job_url);
 
 const charts = new ChartStack($('charts'), {
   taskAt,
@@ -100,7 +100,8 @@ function eventsBlock(ev, task) {
       `${fmtClock(task.start, true)} – ${fmtClock(task.end, true)}).`);
   }
   if (ev.url) {
-    return el('p', {}, el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link button' }, `Open job events ${ev.gte}–${ev.lte} ↗`));
+    return el('p', {}, el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link button' },
+      ev.output ? `Open the AWX job output (events ${ev.gte}–${ev.lte}) ↗` : `Open job events ${ev.gte}–${ev.lte} ↗`));
   }
   const btn = el('button', { type: 'button', class: 'copy' }, 'Copy');
   btn.addEventListener('click', async () => { btn.textContent = (await copyText(ev.path)) ? 'Copied' : 'Copy failed'; });
@@ -118,7 +119,7 @@ function showDetail(info, ev) {
   const close = el('button', { type: 'button', class: 'close', 'aria-label': 'close' }, '×');
   close.addEventListener('click', () => { box.hidden = true; });
   box.replaceChildren(...[close,
-    el('h2', {}, task ? task.name || '(unnamed task)' : 'No task', task && task.counter > 0 ? el('span', { class: 'badge' }, `counter ${task.counter}`) : null),
+    el('h2', {}, task ? taskLabel(task) : 'No task', task && task.counter > 0 ? el('span', { class: 'badge' }, `counter ${task.counter}`) : null),
     what,
     task ? el('p', { class: 'muted' }, `Task ran ${fmtClock(task.start, true)} – ${fmtClock(task.end, true)} (${fmtDuration(task.end - task.start)})`) : null,
     eventsBlock(ev, task)].filter(Boolean)); // replaceChildren would print a null
@@ -227,7 +228,7 @@ function show(p) {
 
   let lastSample = null;
   for (const s of p.series) if (s.t.length) lastSample = Math.max(lastSample ?? -Infinity, s.t[s.t.length - 1]);
-  const live = !zoomed() && Date.now() - Math.max(lastSample ?? -Infinity, p.to) <= LIVE_WINDOW_MS;
+  const live = !zoomed() && isLive(p.status, Math.max(lastSample ?? -Infinity, p.to));
 
   renderHeader(p, live);
   renderPeaks(p);
@@ -252,7 +253,7 @@ function show(p) {
   }
 
   Object.assign(debug, {
-    ready: true, error: null, loads: debug.loads + 1, live, points: state.points,
+    ready: true, error: null, loads: debug.loads + 1, live, status: p.status, end: p.end ?? null, points: state.points,
     window: { from: p.from, to: p.to, zoomed: zoomed() }, tasks: p.tasks.length,
     series: Object.fromEntries(p.series.map((s) => [s.resource, { points: s.t.length, peak: s.peak }])),
   });
@@ -269,10 +270,11 @@ function refresh() {
 function renderHeader(p, live) {
   $('job-id').textContent = jobId;
   $('live').hidden = !live;
+  renderState(p);
   const raw = p.series.map((s) => `${RESOURCES[s.resource].label} ${fmtCount(s.raw_samples)}`).join(', ');
   const span = state.full || { from: p.from, to: p.to };
   const parts = [
-    `${fmtDateTime(span.from)} – ${fmtClock(span.to)}`,
+    `${fmtDate(span.from)} ${fmtClock(span.from)} – ${fmtClock(span.to)} ${fmtZone(span.from)}`,
     `${fmtDuration(span.to - span.from)}`,
     raw ? `raw samples ${raw}` : 'no samples',
     `up to ${fmtCount(state.points)} points per chart (${p.algorithm})`,
@@ -284,6 +286,19 @@ function renderHeader(p, live) {
     ? `Window ${fmtClock(p.from, true)} – ${fmtClock(p.to, true)} (${fmtDuration(p.to - p.from)}) of the job`
     : 'Whole job';
   document.title = `Job ${jobId} · Peakline`;
+}
+
+// renderState shows the job's state beside its id, and when it ended
+// (the end its status gives), or that it runs, or, for a status nobody
+// reported, when its data last came.
+function renderState(p) {
+  const box = $('job-state');
+  let when;
+  if (p.end) when = `ended ${fmtDateTime(p.end)}`;
+  else if (p.status === 'running') when = state.full ? `since ${fmtDateTime(state.full.from)}` : '';
+  else if (p.status === 'unknown' || !p.status) when = state.full ? `status not reported · data until ${fmtDateTime(state.full.to)}` : 'status not reported';
+  box.replaceChildren(stateBadge(p.status, p.reported_status), when ? el('span', { class: 'state-when muted' }, ` ${when}`) : '');
+  box.hidden = false;
 }
 
 // renderMeasured notes a job measured from its process tree (it had no
@@ -308,12 +323,12 @@ function renderPeaks(p) {
     const ev = events(task);
     let link;
     if (!ev.known) link = el('span', { class: 'muted' }, 'events unknown');
-    else if (ev.url) link = el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link' }, `events ${ev.gte}–${ev.lte} ↗`);
+    else if (ev.url) link = el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link', title: ev.output ? 'in the AWX job output' : null }, `events ${ev.gte}–${ev.lte} ↗`);
     else link = el('button', { type: 'button', class: 'linkish', onclick: () => pick({ resource: r, ...s.peak, task, peak: true }) }, `events ${ev.gte}–${ev.lte}`);
     cards.push(el('div', { class: `peak-card ${r}`, dataset: { resource: r } },
       el('div', { class: 'peak-head' }, el('span', { class: `swatch ${r}` }), `Peak ${RESOURCES[r].label}`),
       el('div', { class: 'peak-value' }, fmtValue(r, s.peak.v)),
-      el('div', { class: 'peak-task', title: task ? task.name : '' }, task ? task.name || '(unnamed task)' : 'no task known'),
+      el('div', { class: 'peak-task', title: task ? task.name : '' }, task ? taskLabel(task) : 'no task known'),
       el('div', { class: 'peak-foot' }, `at ${fmtClock(s.peak.t)} (+${fmtDuration(s.peak.t - state.jobStart)}) · `, link)));
   }
   $('peaks').replaceChildren(...cards);
@@ -333,7 +348,7 @@ function renderTemplate() {
     parts.push(' · ', el('span', { class: 'regression-text' }, `${regs.length} regression${regs.length === 1 ? '' : 's'}: `),
       regs.map(({ task, reg }) => `${task.name} ${regressionText(reg)}`).join(', '));
   } else if (state.history) {
-    parts.push(el('span', { class: 'muted' }, state.history.enough ? ' · no regressions in this run' : ' · too few runs to compare'));
+    parts.push(el('span', { class: 'muted' }, state.history.enough ? ' · no regressions in this run' : ` · too few runs up to this one to compare (${state.history.runs} of ${state.history.minRuns} needed)`));
   }
   box.replaceChildren(...parts);
   box.hidden = false;
@@ -356,7 +371,9 @@ async function loadHistory() {
   state.history = {
     usual: usualOf(h, jobId),
     regressions: jobRegressions(h, jobId),
-    enough: (h.runs || []).length > 3,
+    enough: (h.runs || []).length > (h.min_others ?? 3),
+    runs: (h.runs || []).length,
+    minRuns: (h.min_others ?? 3) + 1,
   };
   if (!state.template.name && h.template_name) state.template.name = h.template_name;
   debug.history = { runs: (h.runs || []).length, tasks: state.history.usual.size, regressions: state.history.regressions.length };

@@ -8,12 +8,12 @@
 
 import { RESOURCE_ORDER, fmtValue, fmtDateTime, fmtDuration, fmtCount, el, apiError, pathSegment } from './format.js';
 import { historyURL, templateURL, jobRegressions, regressionText } from './history.js';
+import { STATES, isLive, stateBadge } from './jobstate.js';
 
 // Templates whose history the page asks for: a bound on the requests a
 // long list makes (one per template, not per job).
 const MAX_TEMPLATES = 20;
 
-const LIVE_WINDOW_MS = 30_000;
 // Rows per request; `?limit=N` in the page's address overrides it.
 const PAGE_ROWS = 100;
 // Typing pauses this long before the filter asks the server.
@@ -26,28 +26,42 @@ const list = { q: '', next: '', shown: 0, total: 0, pages: 0, loading: null, don
 let pageRows = PAGE_ROWS;
 // `?template=ID` lists only the runs of that job template.
 let onlyTemplate = '';
+// `?status=STATE` (the status filter) lists only the jobs in that state.
+let onlyStatus = '';
 let observer = null;
 // Template id → promise of its history (null when it could not load).
 const histories = new Map();
 let flagged = 0;
 
 function row(j) {
-  const live = Date.now() - j.last <= LIVE_WINDOW_MS;
-  return el('tr', { dataset: { job: j.job_id } },
+  const live = isLive(j.status, j.last);
+  return el('tr', { dataset: { job: j.job_id, state: j.status || 'unknown' } },
     el('td', { class: 'name' }, el('a', { href: `/jobs/${pathSegment(j.job_id)}` }, j.job_id),
       live ? el('span', { class: 'live' }, 'live') : null),
+    el('td', { class: 'job-state' }, stateBadge(j.status, j.reported_status)),
     el('td', { class: 'template' }, j.template_id
       ? el('a', { href: templateURL(j.template_id), title: `template ${j.template_id}` }, j.template_name || `template ${j.template_id}`)
       : el('span', { class: 'muted' }, '–')),
+    el('td', { class: 'playbook' }, j.playbook || el('span', { class: 'muted' }, '–')),
     el('td', { class: 'time' }, j.first ? fmtDateTime(j.first) : '–'),
     el('td', { class: 'num' }, j.first ? fmtDuration(j.last - j.first) : '–'),
     el('td', { class: 'num' }, fmtCount(j.tasks)),
-    ...RESOURCE_ORDER.map((r) => el('td', { class: 'num' }, j.peaks && j.peaks[r] ? fmtValue(r, j.peaks[r].v) : '–')));
+    ...RESOURCE_ORDER.map((r) => peakCell(r, j.peaks && j.peaks[r])));
+}
+
+// peakCell shows a job's peak of one resource and the task it was in.
+function peakCell(resource, peak) {
+  if (!peak) return el('td', { class: 'num' }, '–');
+  const task = peak.task || (peak.counter > 0 ? `task ${peak.counter}` : '(unnamed task)');
+  return el('td', { class: 'num peak', dataset: { resource } },
+    el('div', { class: 'peak-v' }, fmtValue(resource, peak.v)),
+    el('div', { class: 'peak-of muted', title: peak.counter > 0 ? `${task} (counter ${peak.counter})` : task }, task));
 }
 
 function note() {
-  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} jobs${onlyTemplate ? ` of template ${onlyTemplate}` : ''}`;
-  if (list.total === 0 && onlyTemplate) text = `No job of template ${onlyTemplate}${list.q ? ` has an id containing “${list.q}”` : ''}.`;
+  const which = `${onlyStatus ? `${onlyStatus} ` : ''}jobs${onlyTemplate ? ` of template ${onlyTemplate}` : ''}`;
+  let text = `${fmtCount(list.shown)} of ${fmtCount(list.total)} ${which}`;
+  if (list.total === 0 && (onlyTemplate || onlyStatus)) text = `No ${which}${list.q ? ` with an id containing “${list.q}”` : ''}.`;
   else if (list.total === 0 && !list.q) text = 'No jobs yet. Import one with `peakline import`, or point a collector at this server.';
   else if (list.total === 0) text = `No job id contains “${list.q}”.`;
   else if (!list.done) text += ' · scroll for more';
@@ -64,6 +78,7 @@ async function loadPage() {
   const params = new URLSearchParams({ limit: String(pageRows) });
   if (list.q) params.set('q', list.q);
   if (onlyTemplate) params.set('template', onlyTemplate);
+  if (onlyStatus) params.set('status', onlyStatus);
   if (list.next) params.set('cursor', list.next);
   try {
     const resp = await fetch(`/api/v1/jobs?${params}`, { headers: { Accept: 'application/json' }, signal: ctl.signal });
@@ -87,7 +102,7 @@ async function loadPage() {
   } finally {
     if (list.loading === ctl) list.loading = null;
   }
-  window.peakline = { ready: true, jobs: list.shown, total: list.total, pages: list.pages, done: list.done, q: list.q, histories: histories.size, flagged };
+  window.peakline = { ready: true, jobs: list.shown, total: list.total, pages: list.pages, done: list.done, q: list.q, status: onlyStatus, histories: histories.size, flagged };
   // Observing again reports whether the end of the table is still in
   // view (a short page), which loads the page after at once.
   if (observer && !list.done) {
@@ -132,6 +147,7 @@ function restart(q) {
   $('jobs-body').replaceChildren();
   const u = new URL(location.href);
   if (q) u.searchParams.set('q', q); else u.searchParams.delete('q');
+  if (onlyStatus) u.searchParams.set('status', onlyStatus); else u.searchParams.delete('status');
   history.replaceState(null, '', u);
   return loadPage();
 }
@@ -142,6 +158,7 @@ async function start() {
   if (Number.isInteger(n) && n >= 1 && n <= 5000) pageRows = n;
   const q = (params.get('q') || '').trim();
   onlyTemplate = (params.get('template') || '').trim();
+  startStatusFilter(params.get('status'));
   $('filter').value = q;
   let timer = 0;
   $('filter').addEventListener('input', () => {
@@ -155,6 +172,20 @@ async function start() {
     if (entries.some((e) => e.isIntersecting)) loadPage();
   }, { rootMargin: '0px 0px 400px 0px' });
   await restart(q);
+}
+
+// startStatusFilter fills the status filter, selects the state of the
+// page's `?status=` (one the server takes; any other shows every job)
+// and lists again when another is picked.
+function startStatusFilter(fromURL) {
+  const sel = $('status-filter');
+  sel.replaceChildren(el('option', { value: '' }, 'any'), ...STATES.map((s) => el('option', { value: s }, s)));
+  onlyStatus = STATES.includes(fromURL) ? fromURL : '';
+  sel.value = onlyStatus;
+  sel.addEventListener('change', () => {
+    onlyStatus = sel.value;
+    restart(list.q);
+  });
 }
 
 start();

@@ -2,7 +2,7 @@
 // sortable by any column (header buttons, so keyboard works), the heaviest
 // task of each resource marked, every row linking to its job events.
 
-import { RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDuration, fmtCount, el, copyText } from './format.js';
+import { RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDuration, fmtCount, el, copyText, taskLabel } from './format.js';
 
 // Rows drawn before "show all": enough for any playbook people read, and
 // the page stays quick for jobs with tens of thousands of tasks.
@@ -191,10 +191,10 @@ export class TaskTable {
       let td;
       switch (c.key) {
         case 'counter':
-          td = el('td', { class: 'num', title: t.counter > 0 ? null : 'unknown: no job events were recorded' }, t.counter > 0 ? String(t.counter) : '–');
+          td = el('td', { class: 'num', title: t.counter > 0 ? null : 'before the first task started (or no job events were recorded)' }, t.counter > 0 ? String(t.counter) : '–');
           break;
         case 'name':
-          td = el('td', { class: 'name' }, el('span', { class: 'task-name' }, t.name || '(unnamed task)'),
+          td = el('td', { class: 'name' }, el('span', { class: 'task-name' }, taskLabel(t)),
             ...badges.map((r) => el('span', { class: `badge top ${r}`, title: `heaviest ${RESOURCES[r].label} task` }, `top ${RESOURCES[r].label}`)));
           break;
         case 'start': td = el('td', { class: 'time' }, fmtClock(t.start, true)); break;
@@ -228,7 +228,7 @@ export class TaskTable {
     }
     const range = `${ev.gte}–${ev.lte}`;
     if (ev.url) {
-      return el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link', 'aria-label': `job events ${range} of task ${t.name}` }, `events ${range} ↗`);
+      return el('a', { href: ev.url, target: '_blank', rel: 'noopener', class: 'events-link', title: ev.output ? 'in the AWX job output' : null, 'aria-label': `job events ${range} of task ${t.name}${ev.output ? ' in the AWX job output' : ''}` }, `events ${range} ↗`);
     }
     const btn = el('button', { type: 'button', class: 'copy', title: `copy ${ev.path}` }, 'copy');
     btn.addEventListener('click', async () => { btn.textContent = (await copyText(ev.path)) ? 'copied' : 'copy failed'; });

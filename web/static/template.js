@@ -79,8 +79,8 @@ function show(h) {
   $('template-meta').textContent = meta.join(' · ');
   if (runs.length === 0) {
     setStatus([`No runs of template “${templateId}” in this Peakline. `, el('a', { href: '/' }, 'See the jobs it holds.')], 'empty');
-  } else if (runs.length < 4) {
-    setStatus('Regressions are judged against at least three other runs: this template has too few so far.', 'empty');
+  } else if (runs.length < (h.min_others ?? 3) + 1) {
+    setStatus(fewRunsText(runs.length, h.runs_in_all ?? runs.length, h.min_others ?? 3), 'empty');
   } else {
     setStatus('');
   }
@@ -88,6 +88,20 @@ function show(h) {
   renderRuns(runs, tasks);
   renderTasks(runs, tasks);
   Object.assign(debug, { ready: true, error: null, runs: runs.length, tasks: tasks.length, regressions: nRegressions });
+}
+
+// fewRunsText says why nothing can be flagged with shown runs in the
+// window of the inAll the template has: the window is small (a link
+// widens it), or the template has too few runs so far.
+function fewRunsText(shown, inAll, minOthers) {
+  const need = `Regressions are judged against at least ${minOthers} other runs`;
+  if (inAll > shown) {
+    const u = new URL(location.href);
+    u.searchParams.set('last', String(Math.min(MAX_RUNS, inAll)));
+    return [`${need}: this window shows only the last ${shown} of the template's ${fmtCount(inAll)} runs (?last=${lastParam()}). `,
+      el('a', { href: u.pathname + u.search }, `Show the last ${Math.min(MAX_RUNS, inAll)}`), '.'];
+  }
+  return `${need}: this template has ${shown} run${shown === 1 ? '' : 's'} so far.`;
 }
 
 // renderRegressions lists every flagged value, newest run first: the

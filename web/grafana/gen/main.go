@@ -155,6 +155,25 @@ func eventsLink() []cog.Builder[dashboard.DashboardLink] {
 	}
 }
 
+// TaskSeriesExpr is the query of a resource panel: each task's samples
+// of metric, a point per step where the task has one. A raw selector
+// would have Prometheus' lookback repeat a finished task's last value
+// for five minutes; last_over_time over one interval (Grafana makes the
+// step the interval) yields, at each step, the last real sample of the
+// step before it, so a task's series ends one step after its last
+// sample at most, no sample is drawn twice, and the legend's max and
+// mean are over real samples.
+func TaskSeriesExpr(metric string) string {
+	return fmt.Sprintf(`last_over_time(%s{job_id="$job"}[$__interval])`, metric)
+}
+
+// spanGapMs is the longest gap within a task's series that the resource
+// panels draw across: at a step near the sampling period, a step can
+// fall between two samples (250 ms to 1 s apart) and leave a null that
+// is no gap in the data. A gap from one task to the next is no gap
+// within a series: each task has a series of its own.
+const spanGapMs = 5000
+
 // resourcePanel graphs one resource of the job, a series per task.
 func resourcePanel(title, metric, unit, description string) *timeseries.PanelBuilder {
 	return timeseries.NewPanelBuilder().
@@ -167,7 +186,7 @@ func resourcePanel(title, metric, unit, description string) *timeseries.PanelBui
 		LineWidth(1).
 		FillOpacity(10).
 		ShowPoints(common.VisibilityModeNever).
-		SpanNulls(common.BoolOrFloat64{Bool: ptr(false)}).
+		SpanNulls(common.BoolOrFloat64{Float64: ptr(float64(spanGapMs))}).
 		Legend(common.NewVizLegendOptionsBuilder().
 			DisplayMode(common.LegendDisplayModeTable).
 			Placement(common.LegendPlacementRight).
@@ -178,7 +197,7 @@ func resourcePanel(title, metric, unit, description string) *timeseries.PanelBui
 		WithTarget(prometheus.NewDataqueryBuilder().
 			Datasource(ds).
 			RefId("A").
-			Expr(fmt.Sprintf(`%s{job_id="$job"}`, metric)).
+			Expr(TaskSeriesExpr(metric)).
 			LegendFormat("{{counter}} {{task}}").
 			Range())
 }

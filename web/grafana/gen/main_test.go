@@ -93,9 +93,9 @@ func TestDashboardContents(t *testing.T) {
 		}
 	}
 	for title, want := range map[string][2]string{
-		"CPU":    {`peakline_cpu_percent{job_id="$job"}`, "percent"},
-		"Memory": {`peakline_memory_bytes{job_id="$job"}`, "bytes"},
-		"PIDs":   {`peakline_pids{job_id="$job"}`, "none"},
+		"CPU":    {`last_over_time(peakline_cpu_percent{job_id="$job"}[$__interval])`, "percent"},
+		"Memory": {`last_over_time(peakline_memory_bytes{job_id="$job"}[$__interval])`, "bytes"},
+		"PIDs":   {`last_over_time(peakline_pids{job_id="$job"}[$__interval])`, "none"},
 	} {
 		p := panels[title]
 		if get(t, p, "type") != "timeseries" || get(t, p, "targets", 0, "expr") != want[0] || get(t, p, "fieldConfig", "defaults", "unit") != want[1] {

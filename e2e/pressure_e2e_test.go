@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/peakline/peakline/tsdb/history"
+)
+
+// pressurePlaybook does a fixed amount of work: its CPU task counts down
+// {{ work }} × 60 million in Python (about 2 CPU seconds per unit on an
+// idle machine, more under load), so only CPU stolen by other work makes
+// it slower, never less work. A unit must stay well above the rule's
+// floors (1 s of duration, 1 CPU second: DefaultFloors), or doubling it
+// on a fast idle machine would not count as a change.
+const pressurePlaybook = `- name: pressure noise
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: burn a fixed amount of cpu
+      ansible.builtin.command:
+        argv: [python3, -c, "n = {{ work }} * 60000000\nwhile n: n -= 1"]
+    - name: fork sleepers
+      ansible.builtin.shell: "for i in $(seq 1 10); do sleep 1 & done; wait"
+`
+
+// noiseRun is one run of the noise test: its job id, whether CPU hogs
+// competed with it, and the work of its CPU task.
+type noiseRun struct {
+	id   string
+	hog  bool
+	work int
+}
+
+// TestPressureNoise runs one unchanged playbook several times under
+// peakline collect, with busy loops competing for the job's core in some
+// runs (both pinned to CPU 0 with taskset), and one run doing twice the
+// work of its CPU task without hogs. With the stall rule no CPU or
+// duration regression is flagged in the contended runs, which are
+// marked contended, and the real change is still flagged; without the
+// rule (max_stall=0) the hogged runs raise false alarms. It logs flags
+// per 100 checks with and without the rule.
+func TestPressureNoise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a playbook seven times (about two minutes)")
+	}
+	needCgroups(t)
+	needTool(t, "ansible-runner", "python3-ansible-runner ansible")
+	// Pinning the job and the hogs to one core makes the competition a
+	// known share of it; without taskset the hogs take every core.
+	pin := []string{}
+	hogs, hogCPU := 2, "0"
+	if _, err := exec.LookPath("taskset"); err == nil {
+		pin = []string{"taskset", "-c", hogCPU}
+	} else {
+		hogs = 2 * runtime.NumCPU()
+		t.Logf("no taskset: %d unpinned hogs", hogs)
+	}
+	s := serve(t, "--data", t.TempDir())
+
+	runs := []noiseRun{{"n1", false, 1}, {"n2", false, 1}, {"n3", true, 1}, {"n4", false, 1}, {"n5", true, 1}, {"n6", false, 1}, {"n7", false, 2}}
+	for _, r := range runs {
+		pdd := t.TempDir()
+		for _, d := range []string{"project", "inventory", "env"} {
+			must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
+		}
+		must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(pressurePlaybook), 0o644))
+		must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+		must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("work: %d\n", r.work)), 0o644))
+		var stop func()
+		if r.hog {
+			stop = startHogs(t, pin, hogs)
+		}
+		args := append(slices.Clone(pin), peaklineBin(t), "collect", "--server", s.URL, "--template", "42", "--poll-interval", "100ms",
+			"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", r.id)
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if stop != nil {
+			stop()
+		}
+		if err != nil || !strings.Contains(string(out), "collection done") {
+			t.Fatalf("collect %s: %v\n%s", r.id, err, out)
+		}
+	}
+
+	get := func(query string) history.History {
+		t.Helper()
+		code, body := s.get(t, "/api/v1/templates/42/history"+query)
+		var h history.History
+		if code != 200 || json.Unmarshal(body, &h) != nil {
+			t.Fatalf("history%s: %d %s", query, code, body)
+		}
+		return h
+	}
+	withRule, without := get(""), get("?max_stall=0")
+	// The playbook's two tasks; Ansible's start-up before the first is no
+	// task of the template's (history.BeforeFirstTask).
+	if len(withRule.Runs) != len(runs) || len(withRule.Tasks) != 2 {
+		t.Fatalf("history: %d runs, %d tasks; want %d runs of 2 tasks", len(withRule.Runs), len(withRule.Tasks), len(runs))
+	}
+	hogged := map[string]bool{}
+	for _, r := range runs {
+		hogged[r.id] = r.hog
+	}
+	const changed = "n7"
+	burn := withRule.Tasks[slices.IndexFunc(withRule.Tasks, func(e history.TaskEntry) bool { return e.Name == "burn a fixed amount of cpu" })]
+
+	// The stall each run's CPU task waited, against the runs without hogs.
+	var quiet []float64
+	share := map[string]float64{}
+	for _, tr := range burn.Runs {
+		share[tr.JobID] = tr.Waited[history.StallCPU]
+		if _, ok := tr.Waited[history.StallCPU]; !ok {
+			t.Fatalf("run %s: the CPU task has no CPU stall figure: %v", tr.JobID, tr.Waited)
+		}
+		if !hogged[tr.JobID] {
+			quiet = append(quiet, share[tr.JobID])
+		}
+	}
+	slices.Sort(quiet)
+	usual := quiet[len(quiet)/2]
+	t.Logf("CPU task's stall share per run: %v (usual %.3f)", share, usual)
+	for _, task := range withRule.Tasks {
+		for _, tr := range task.Runs {
+			t.Logf("%-28q %s hog=%v %6d ms cpu %.2f s waited %v", task.Name, tr.JobID, hogged[tr.JobID], tr.DurationMs, deref(tr.CPUSeconds), tr.Waited)
+		}
+	}
+
+	// Flags per check of the unchanged runs: every task × duration and CPU metric.
+	judged := []string{history.MetricDuration, history.MetricCPUMax, history.MetricCPUSeconds}
+	count := func(h history.History, hogOnly bool) (flags, checks int) {
+		for _, task := range h.Tasks {
+			for _, tr := range task.Runs {
+				if tr.JobID == changed || (hogOnly && !hogged[tr.JobID]) {
+					continue
+				}
+				checks += len(judged)
+				for _, r := range task.Regressions {
+					if r.JobID == tr.JobID && slices.Contains(judged, r.Metric) && !r.Contended {
+						flags++
+					}
+				}
+			}
+		}
+		return flags, checks
+	}
+	fw, cw := count(withRule, false)
+	fo, co := count(without, false)
+	hw, hc := count(withRule, true)
+	ho, _ := count(without, true)
+	t.Logf("unchanged runs: %.1f flags per 100 checks with the stall rule (%d of %d), %.1f without (%d of %d); hogged runs alone: %d and %d of %d",
+		100*float64(fw)/float64(cw), fw, cw, 100*float64(fo)/float64(co), fo, co, hw, ho, hc)
+
+	for _, task := range withRule.Tasks {
+		for _, r := range task.Regressions {
+			t.Logf("finding: %s %s %s %v against %v contended=%v stall=%+v", r.JobID, task.Name, r.Metric, r.Value, r.Baseline, r.Contended, r.Stall)
+			if hogged[r.JobID] && slices.Contains(judged, r.Metric) && !r.Contended {
+				t.Errorf("hogged run %s: %s of %q flagged as a regression (%v against %v), want contended", r.JobID, r.Metric, task.Name, r.Value, r.Baseline)
+			}
+		}
+	}
+	for _, r := range runs {
+		if more, _ := history.Contended(share[r.id], usual, history.DefaultMaxStall); r.hog && !more {
+			t.Errorf("hogged run %s: CPU task stalled %.3f of its time, usual %.3f: not contended at max stall %.2f", r.id, share[r.id], usual, history.DefaultMaxStall)
+		}
+	}
+	// The real change is still a regression, not contended.
+	real := false
+	for _, r := range burn.Regressions {
+		if r.JobID == changed && (r.Metric == history.MetricCPUSeconds || r.Metric == history.MetricDuration) && !r.Contended {
+			real = true
+		}
+	}
+	if !real {
+		t.Errorf("run %s did twice the work in its CPU task: want a duration or CPU seconds regression, got %+v", changed, burn.Regressions)
+	}
+}
+
+// startHogs starts n busy loops (under pin, e.g. taskset -c 0) and
+// returns what stops them.
+func startHogs(t *testing.T, pin []string, n int) func() {
+	t.Helper()
+	var cmds []*exec.Cmd
+	for range n {
+		args := append(slices.Clone(pin), "sh", "-c", "while :; do :; done")
+		c := exec.Command(args[0], args[1:]...)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		must(t, c.Start())
+		cmds = append(cmds, c)
+	}
+	stop := func() {
+		for _, c := range cmds {
+			if c.ProcessState == nil {
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				_ = c.Wait()
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
