@@ -24,9 +24,12 @@ func agentCommand(newLogger func() (*slog.Logger, error)) *cobra.Command {
 		Long: `agent runs on an AWX execution node (podman) or Kubernetes node and
 samples every AWX job found running there: it scans the cgroups for job
 containers (podman libpod-<id>.scope, Kubernetes cri-containerd-<id>.scope)
-and /proc for the processes of jobs that have no cgroup of their own, tells
-each job's AWX id from JOB_ID in its processes' environment (or conmon's
--n ansible_runner_<id>), samples its CPU, memory and PIDs like collect,
+and, with --process-tree, /proc for the processes of jobs that have no
+cgroup of their own; tells each job's AWX id from conmon's world-readable
+-n ansible_runner_<id> first, else from JOB_ID or HOSTNAME in its
+processes' environment where readable; asks AWX what the id is (a job of
+a type --job-types leaves out, or an id AWX does not know, is dropped);
+samples its CPU, memory and PIDs like collect,
 attributes each sample to the task running at the time from the job's
 events in the AWX API, and streams batches to the server. It reads
 cgroupfs and /proc, asks AWX (read-only token), listens on nothing.
@@ -89,7 +92,7 @@ and a key of the --config file.`,
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 10*time.Minute, "longest a finished job's events are still followed")
 	f.IntVar(&cfg.MaxHeldSamples, "max-held-samples", 100_000, "most samples one job holds while its tasks are unknown")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: /var/lib/peakline-agent/spool for root, else the user cache dir)")
-	f.StringArrayVar(&scopes, "scope", nil, "KIND:TOP:REGEXP where job containers are (repeatable; default: podman machine.slice, user.slice, libpod_parent; kubernetes kubepods.slice, kubepods)")
+	f.StringArrayVar(&scopes, "scope", nil, "KIND:TOP:REGEXP where job containers are (repeatable; default: podman machine.slice, user.slice, libpod_parent; kubernetes kubepods.slice, kubepods, kubelet.slice)")
 	f.IntVar(&rules.MaxDepth, "scope-depth", rules.MaxDepth, "cgroup levels below a scope's TOP searched for containers")
 	f.StringVar(&rules.JobIDEnv, "job-id-env", rules.JobIDEnv, "environment variable holding the AWX job id in a job's processes")
 	f.StringVar(&rules.PodNameEnv, "pod-name-env", rules.PodNameEnv, `environment variable holding the pod name ("" to not use it)`)
@@ -97,7 +100,10 @@ and a key of the --config file.`,
 	f.StringSliceVar(&rules.Trusted, "job-process", rules.Trusted, "process names (comm) whose environment is read for the job id")
 	f.StringVar(&rules.ConmonComm, "conmon-comm", rules.ConmonComm, `name of podman's conmon process ("" to not use it)`)
 	f.StringVar(&rules.ConmonName, "conmon-name", rules.ConmonName, "regexp of conmon's -n container name; first group = job id")
-	f.BoolVar(&rules.ProcessTree, "process-tree", rules.ProcessTree, "also sample jobs without a cgroup of their own through their process tree")
+	f.StringArrayVar(&cfg.CgroupParents, "cgroup-parent", nil, "KIND:TOP another top-level cgroup holding job containers, e.g. podman:awx.slice (podman's cgroup_parent); repeatable")
+	f.StringSliceVar(&cfg.JobTypes, "job-types", agent.DefaultJobTypes(), "AWX job types to measure, of job, ad_hoc_command, project_update, inventory_update, system_job")
+	f.StringVar(&cfg.PolicyFallback, "policy-fallback", agent.DefaultPolicyFallback, "what to do with a job when the server's collection policy cannot be read: collect or drop")
+	f.BoolVar(&rules.ProcessTree, "process-tree", rules.ProcessTree, "also sample jobs without a cgroup of their own through their process tree (reads job processes' environment: needs the jobs' uid or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)")
 	return cmd
 }
 

@@ -32,7 +32,7 @@ func fetchAWXJob(ctx context.Context, cfg awx.Config, jobFlag string, paths []st
 	if err != nil || id <= 0 {
 		return nil, usageError("--job: with --awx-url it must be an AWX job id, a positive number, got %q", jobFlag)
 	}
-	if len(paths) > 0 { // none: re-attribute the stored job (reattr.go)
+	if len(paths) > 0 { // none: re-attribute the stored job (awx.Reattribute)
 		if err := awx.CheckImportPaths(paths, awx.JobID(id), log); err != nil {
 			return nil, err
 		}

@@ -356,12 +356,8 @@ A regular-file PATH is read as JSON ingest batches of one job, one a line
 				}
 			}
 			if awxCfg.URL != "" && len(paths) == 0 {
-				var rt http.RoundTripper
-				if tr != nil {
-					rt = tr
-				}
-				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: rt,
-					awx: awxCfg, jobFlag: jobID, templateID: templateID, templateName: templateName, keep: keep, force: force, now: time.Now},
+				return reattributeStored(cmd.Context(), reattrOptions{dataDir: dataDir, serverURL: serverURL, tokenFile: tc.TokenFile, transport: tr, awx: awxCfg,
+					reattr: awx.ReattrOptions{JobFlag: jobID, TemplateID: templateID, TemplateName: templateName, Keep: keep, Force: force}},
 					cmd.OutOrStdout(), cmd.ErrOrStderr(), logger)
 			}
 			opts := ansible.ReadOptions{JobID: jobID, TemplateID: templateID, TemplateName: templateName}
@@ -453,9 +449,16 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 	if opts.JobID != "" && len(paths) > 1 {
 		return nil, usageError("--job: names one job, but several paths were given")
 	}
+	// Every path is checked before any is read: a stray file among
+	// them (a README beside the runs of a glob) fails the import at once.
+	for _, p := range paths {
+		if err := checkImportPath(p); err != nil {
+			return nil, err
+		}
+	}
 	var all []*ansible.Job
 	for _, p := range paths {
-		if j, ok, err := readKeptJob(p, opts.MaxFileBytes); ok || err != nil { // reattr.go
+		if j, ok, err := awx.ReadKeptJob(p, opts.MaxFileBytes); ok || err != nil {
 			if err != nil {
 				return nil, err
 			}
@@ -479,6 +482,27 @@ func readJobs(stderr io.Writer, paths []string, opts ansible.ReadOptions) ([]*an
 		all = append(all, jobs...)
 	}
 	return all, nil
+}
+
+// checkImportPath tells whether import can read path: a tree of one of
+// ansible.Read's layouts, or a regular file of JSON ingest batches (a kept
+// file), which starts with '{'.
+func checkImportPath(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return ansible.CheckTree(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 512)
+	n, _ := f.Read(b)
+	if first := bytes.TrimLeft(b[:n], " \t\r\n"); len(first) == 0 || first[0] != '{' {
+		return fmt.Errorf("cannot import %q: it is a file, not an ansible-runner, cgroup_perf_recap or AWX profiling tree (a directory) nor a file of JSON ingest batches; nothing was imported", path)
+	}
+	return nil
 }
 
 // newBar reports the progress of a long operation over total units on

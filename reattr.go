@@ -1,14 +1,12 @@
 package main
 
 // import --awx-url URL --job N without a PATH: re-attribute a job already
-// stored in Peakline (samples a `peakline agent` stored with counter 0 while
-// AWX was down or without an AWX token) to the task starts AWX's API gives.
+// stored in Peakline (awx.Reattribute) in the embedded store of --data or
+// the server of --server. Both read the job through a tsdb.Store (the
+// embedded one, or one over the server's Prometheus API) and storedJob.
 
 import (
-	"bufio"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +14,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,44 +27,20 @@ import (
 // reattrOptions are the flags of import --awx-url without a PATH.
 type reattrOptions struct {
 	dataDir, serverURL string
-	tokenFile          string // --token-file, named in refusals
-	transport          http.RoundTripper
+	tokenFile          string          // --token-file, named in refusals
+	transport          *ship.Transport // of --server
 	awx                awx.Config
-	jobFlag            string // --job as given
-	templateID         string // --template
-	templateName       string // --template-name
-	keep               string // --keep: where the copy goes; "" the user cache dir
-	force              bool   // --force: re-attribute samples outside AWX's events
-	now                func() time.Time
+	reattr             awx.ReattrOptions
 }
 
-// storedJobs is where the job to re-attribute is stored: the embedded
-// store of --data or the server of --server.
-type storedJobs interface {
-	// read returns the job's raw samples (every one, with its time and
-	// value), grouped per resource and stored task, and its info; nil
-	// when the store holds no sample of it.
-	read(ctx context.Context, jobID string) (*ansible.Job, error)
-	// remove deletes the job and returns once a write to it is taken.
-	remove(ctx context.Context, jobID string) error
-	// write stores j through the store's ingest.
-	write(ctx context.Context, j *ansible.Job) error
-	// finish is the command that stores the kept copy at path.
-	finish(path string) string
-}
-
-// reattributeStored re-attributes the stored samples of AWX job --job to
-// the task starts of its AWX events and replaces the stored job with the
-// result. Data first: nothing is deleted before the re-attributed job is
-// written to a local file (printed), and a failure after the delete says
-// how to store that file.
+// reattributeStored reads AWX job --job and re-attributes its stored
+// samples in the store --data or --server names.
 func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.Writer, log *slog.Logger) error {
-	a, err := fetchAWXJob(ctx, o.awx, o.jobFlag, nil, stderr, log)
+	a, err := fetchAWXJob(ctx, o.awx, o.reattr.JobFlag, nil, stderr, log)
 	if err != nil {
 		return err
 	}
-	id := awx.JobID(a.ID)
-	var store storedJobs
+	var store awx.StoredJobs
 	if o.dataDir != "" {
 		srv, err := server.Open(server.Setup{DataDir: o.dataDir}, log, nil)
 		if err != nil {
@@ -79,303 +49,21 @@ func reattributeStored(ctx context.Context, o reattrOptions, stdout, stderr io.W
 		defer srv.Close()
 		store = &localJobs{srv: srv, dataDir: o.dataDir}
 	} else {
-		base := strings.TrimRight(o.serverURL, "/")
-		store = &remoteJobs{base: base, client: &ship.Client{BaseURL: base, HTTP: &http.Client{Transport: o.transport}, TokenFile: o.tokenFile}}
-	}
-	old, err := store.read(ctx, id)
-	if err != nil {
-		return fmt.Errorf("read stored job %s: %w", id, err)
-	}
-	if old == nil || old.Samples() == 0 {
-		return fmt.Errorf("--job %s: Peakline holds no samples of job %s to re-attribute (to import samples from files, give their PATH)", o.jobFlag, id)
-	}
-	if !slices.ContainsFunc(a.Events, func(ev ansible.JobEvent) bool { return ev.TaskStart }) {
-		return fmt.Errorf("--job %s: AWX holds no task start event of job %d (%d events) to attribute the samples to; nothing changed", o.jobFlag, a.ID, a.Total)
-	}
-	next := ansible.Reattribute(old, a.Events)
-	a.SetInfo(next, o.templateID != "", o.templateName != "")
-	if o.templateID != "" {
-		next.Info.TemplateID = o.templateID
-	}
-	if o.templateName != "" {
-		next.Info.TemplateName = o.templateName
-	}
-	if msg := a.SpanMessage(next); msg != "" {
-		if !o.force {
-			return fmt.Errorf("%s; nothing changed (--force re-attributes them anyway)", msg)
-		}
-		log.Warn(msg + "; re-attributing anyway (--force)")
-	}
-	if err := sameSamples(old, next); err != nil {
-		return fmt.Errorf("re-attribute job %s: %w; nothing changed", id, err)
-	}
-	path, err := keepJob(o, next)
-	if err != nil {
-		return fmt.Errorf("--keep: %w; nothing changed", err)
-	}
-	fmt.Fprintf(stdout, "job %s: the re-attributed job is kept in %s\n", id, path)
-	printChanges(stdout, old, next)
-
-	if err := store.remove(ctx, id); err != nil {
-		return fmt.Errorf("delete job %s to store it re-attributed: %w; the stored job is unchanged", id, err)
-	}
-	if err := store.write(ctx, next); err != nil {
-		return fmt.Errorf("store re-attributed job %s: %w; the old job is deleted: store the re-attributed one with `%s`", id, err, store.finish(path))
-	}
-	got, err := store.read(ctx, id)
-	if err == nil && got == nil {
-		err = errors.New("the store holds no sample of it")
-	}
-	if err == nil {
-		err = sameSamples(next, got)
-	}
-	if err == nil {
-		err = sameTasks(next, got)
-	}
-	if err != nil {
-		return fmt.Errorf("check re-attributed job %s: %w; to store it again: `%s`", id, err, store.finish(path))
-	}
-	fmt.Fprintf(stdout, "job %s: stored re-attributed and checked: %d samples, same times and values, %d tasks with AWX's counters\n", id, got.Samples(), len(next.Tasks))
-	return nil
-}
-
-// point is one sample of a resource, for comparing jobs.
-type point struct {
-	resource string
-	ms       int64
-	value    float64
-}
-
-func points(j *ansible.Job) []point {
-	var out []point
-	for _, s := range j.Series {
-		for i, t := range s.Ts {
-			out = append(out, point{s.Resource, t, s.Vs[i]})
-		}
-	}
-	slices.SortFunc(out, func(a, b point) int {
-		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.ms, b.ms), cmp.Compare(a.value, b.value))
-	})
-	return out
-}
-
-// sameSamples checks that want and got hold the same samples: per
-// resource the same number, times and values (math.Float64bits equal).
-func sameSamples(want, got *ansible.Job) error {
-	w, g := points(want), points(got)
-	count := func(ps []point) map[string]int {
-		m := map[string]int{}
-		for _, p := range ps {
-			m[p.resource]++
-		}
-		return m
-	}
-	wc, gc := count(w), count(g)
-	for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-		if wc[r] != gc[r] {
-			return fmt.Errorf("%s: %d samples, want %d", r, gc[r], wc[r])
-		}
-	}
-	if len(w) != len(g) {
-		return fmt.Errorf("%d samples, want %d", len(g), len(w))
-	}
-	for i := range w {
-		if w[i].resource != g[i].resource || w[i].ms != g[i].ms || math.Float64bits(w[i].value) != math.Float64bits(g[i].value) {
-			return fmt.Errorf("%s sample at %d ms is %v, want %v at %d ms", g[i].resource, g[i].ms, g[i].value, w[i].value, w[i].ms)
-		}
-	}
-	return nil
-}
-
-// sampleKey names one sample of a job: its resource and time.
-type sampleKey struct {
-	resource string
-	ms       int64
-}
-
-// sampleTasks maps every sample of j to the name that name gives the task
-// of its series.
-func sampleTasks(j *ansible.Job, name func(ansible.Series) string) map[sampleKey]string {
-	task := map[sampleKey]string{}
-	for _, s := range j.Series {
-		for _, t := range s.Ts {
-			task[sampleKey{s.Resource, t}] = name(s)
-		}
-	}
-	return task
-}
-
-// sameTasks checks that every sample of got belongs to the task (counter
-// and name) it belongs to in want.
-func sameTasks(want, got *ansible.Job) error {
-	name := func(s ansible.Series) string { return strconv.FormatInt(s.Counter, 10) + " " + s.Task }
-	task := sampleTasks(want, name)
-	for _, s := range got.Series {
-		have := name(s)
-		for _, t := range s.Ts {
-			if w := task[sampleKey{s.Resource, t}]; w != have {
-				return fmt.Errorf("%s sample at %d ms is stored under task %q, want %q", s.Resource, t, have, w)
-			}
-		}
-	}
-	return nil
-}
-
-// printChanges prints the tasks before and after, and per new task its
-// samples and how many of them changed task.
-func printChanges(w io.Writer, old, next *ansible.Job) {
-	name := func(s ansible.Series) string { return fmt.Sprintf("%d/%s/%s", s.Counter, s.UUID, s.Task) }
-	was := sampleTasks(old, name)
-	fmt.Fprintf(w, "job %s: tasks before: %d%s; after: %d (AWX's task starts)\n", next.ID, len(old.Tasks), taskList(old.Tasks), len(next.Tasks))
-	type count struct{ total, moved int }
-	per := map[int64]map[string]*count{}
-	for _, s := range next.Series {
-		if per[s.Counter] == nil {
-			per[s.Counter] = map[string]*count{}
-		}
-		c := per[s.Counter][s.Resource]
-		if c == nil {
-			c = &count{}
-			per[s.Counter][s.Resource] = c
-		}
-		now := name(s)
-		for _, t := range s.Ts {
-			c.total++
-			if was[sampleKey{s.Resource, t}] != now {
-				c.moved++
-			}
-		}
-	}
-	for _, t := range next.Tasks {
-		line := fmt.Sprintf("  task %d %q:", t.Counter, t.Name)
-		for _, r := range []string{ansible.ResourceCPU, ansible.ResourceMemory, ansible.ResourcePids} {
-			if c := per[t.Counter][r]; c != nil {
-				line += fmt.Sprintf(" %s=%d (%d re-attributed)", r, c.total, c.moved)
-			}
-		}
-		fmt.Fprintln(w, line)
-	}
-}
-
-// taskList names up to 5 tasks by counter and name.
-func taskList(tasks []ansible.Task) string {
-	if len(tasks) == 0 {
-		return ""
-	}
-	var parts []string
-	for i, t := range tasks {
-		if i == 5 {
-			parts = append(parts, "…")
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%d %q", t.Counter, t.Name))
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-// keepJob writes j as JSON ingest batches, one a line, to --keep or a new
-// file in the user cache dir, synced to disk; it returns the path.
-// `peakline import` reads such a file back (readKeptJob).
-func keepJob(o reattrOptions, j *ansible.Job) (string, error) {
-	path := o.keep
-	if path == "" {
-		dir, err := os.UserCacheDir()
+		r, err := openRemoteJobs(o.serverURL, o.transport, o.tokenFile, log)
 		if err != nil {
-			return "", fmt.Errorf("find the user cache dir (give --keep FILE): %w", err)
+			return err
 		}
-		name := fmt.Sprintf("job-%s-%s.json", url.PathEscape(j.ID), o.now().UTC().Format("20060102T150405.000Z"))
-		path = filepath.Join(dir, "peakline", "reattributed", name)
+		defer r.store.Close()
+		store = r
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("make the dir of %s: %w", path, err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("create %s: %w", path, err)
-	}
-	bw := bufio.NewWriter(f)
-	enc := json.NewEncoder(bw)
-	for i, b := range ship.Batches(j, 0) {
-		if err := enc.Encode(&b); err != nil {
-			f.Close()
-			return "", fmt.Errorf("write batch %d to %s: %w", i+1, path, err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("close %s: %w", path, err)
-	}
-	return filepath.Abs(path)
+	return awx.Reattribute(ctx, a, store, o.reattr, stdout, log)
 }
 
-// readKeptJob reads a file of JSON ingest batches of one job (as keepJob
-// writes them) into one job. ok is false when path is not a regular file
-// starting with a JSON object: not such a file.
-//
-// It reads at most maxBytes (0: ansible.DefaultMaxFileBytes), and holds
-// one batch at a time besides the job.
-func readKeptJob(path string, maxBytes int64) (j *ansible.Job, ok bool, err error) {
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, false, nil
-	}
-	f, err := ansible.OpenRegular(path, maxBytes)
-	if err != nil {
-		return nil, true, fmt.Errorf("open batch file %s: %w", path, err)
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return nil, false, nil
-		}
-		if c == '{' {
-			_ = br.UnreadByte()
-			break
-		}
-		if c != ' ' && c != '\n' && c != '\r' && c != '\t' {
-			return nil, false, nil
-		}
-	}
-	dec := json.NewDecoder(br)
-	dec.DisallowUnknownFields()
-	for n := 1; ; n++ {
-		var b ship.Batch
-		if err := dec.Decode(&b); err == io.EOF {
-			break
-		} else if err != nil {
-			return nil, true, fmt.Errorf("read batch file %s: batch %d: %w", path, n, err)
-		}
-		if b.JobID == "" || (j != nil && b.JobID != j.ID) {
-			return nil, true, fmt.Errorf("read batch file %s: batch %d is of job %q, want one job", path, n, b.JobID)
-		}
-		if j == nil {
-			j = &ansible.Job{ID: b.JobID, Source: "batches"}
-		}
-		b.AddTo(j)
-	}
-	if j == nil {
-		return nil, true, fmt.Errorf("read batch file %s: no batch", path)
-	}
-	return j, true, nil
-}
-
-// localJobs is the embedded store of --data.
-type localJobs struct {
-	srv     *server.Server
-	dataDir string
-}
-
-func (l *localJobs) read(ctx context.Context, jobID string) (*ansible.Job, error) {
-	tj, err := l.srv.Store().ReadJob(ctx, jobID, math.MinInt64, math.MaxInt64)
+// storedJob reads job jobID of s, every sample with its time and value,
+// as the job re-attribution works on: one series per resource and stored
+// task, the stored tasks and info. nil when s holds no sample of it.
+func storedJob(ctx context.Context, s *tsdb.Store, jobID string) (*ansible.Job, error) {
+	tj, err := s.ReadJob(ctx, jobID, math.MinInt64, math.MaxInt64)
 	if errors.Is(err, tsdb.ErrJobNotFound) {
 		return nil, nil
 	}
@@ -401,10 +89,23 @@ func (l *localJobs) read(ctx context.Context, jobID string) (*ansible.Job, error
 			j.Series[k].Vs = append(j.Series[k].Vs, c.Vs[i])
 		}
 	}
+	if j.Samples() == 0 {
+		return nil, nil
+	}
 	return j, nil
 }
 
-func (l *localJobs) remove(ctx context.Context, jobID string) error {
+// localJobs is the embedded store of --data.
+type localJobs struct {
+	srv     *server.Server
+	dataDir string
+}
+
+func (l *localJobs) Read(ctx context.Context, jobID string) (*ansible.Job, error) {
+	return storedJob(ctx, l.srv.Store(), jobID)
+}
+
+func (l *localJobs) Remove(ctx context.Context, jobID string) error {
 	if err := l.srv.Store().Delete(ctx, jobID); err != nil {
 		return err
 	}
@@ -412,11 +113,82 @@ func (l *localJobs) remove(ctx context.Context, jobID string) error {
 	return l.srv.Store().WaitDeletes(ctx)
 }
 
-func (l *localJobs) write(ctx context.Context, j *ansible.Job) error {
+func (l *localJobs) Write(ctx context.Context, j *ansible.Job) error {
 	_, err := ingestJob(ctx, l.srv, j)
 	return err
 }
 
-func (l *localJobs) finish(path string) string {
+func (l *localJobs) Finish(path string) string {
 	return fmt.Sprintf("peakline import --data %s %s", l.dataDir, path)
+}
+
+// remoteJobs is the server of --server with the client's token: it reads
+// through a store over the server's Prometheus API (/prometheus), deletes
+// by DELETE /api/v1/jobs/{job} and writes by the ingest.
+type remoteJobs struct {
+	base   string // without a trailing /
+	store  *tsdb.Store
+	client *ship.Client
+	tr     *ship.Transport // nil: no token, the default transport
+}
+
+// openRemoteJobs opens the store over the Prometheus API of the server at
+// serverURL, read through rt. It keeps no cache: a read after the write
+// sees the server's answer.
+func openRemoteJobs(serverURL string, tr *ship.Transport, tokenFile string, log *slog.Logger) (*remoteJobs, error) {
+	base := strings.TrimRight(serverURL, "/")
+	hc := &http.Client{}
+	if tr != nil {
+		hc.Transport = tr
+	}
+	store, err := tsdb.OpenRemote(tsdb.Remote{WriteURL: base + "/prometheus/api/v1/write", QueryURL: base + "/prometheus", HTTP: hc},
+		tsdb.Options{CacheSamples: -1}, log, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	return &remoteJobs{base: base, store: store, client: &ship.Client{BaseURL: base, HTTP: hc, TokenFile: tokenFile}, tr: tr}, nil
+}
+
+func (r *remoteJobs) Read(ctx context.Context, jobID string) (*ansible.Job, error) {
+	j, err := storedJob(ctx, r.store, jobID)
+	if err != nil && r.tr != nil && r.tr.Refusal() != nil {
+		return nil, fmt.Errorf("--server: %w", r.tr.Refusal()) // says it all: the token is refused
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	return j, nil
+}
+
+// Remove deletes the job (DELETE /api/v1/jobs/{job}, admin scope). The
+// server takes a write to it once its samples are gone; Write waits.
+func (r *remoteJobs) Remove(ctx context.Context, jobID string) error {
+	if err := r.client.Delete(ctx, "/api/v1/jobs/"+url.PathEscape(jobID)); err != nil {
+		var se *ship.StatusError
+		if errors.As(err, &se) && (se.StatusCode == http.StatusUnauthorized || se.StatusCode == http.StatusForbidden) {
+			return fmt.Errorf("--server: %w (re-attributing needs a token with the admin scope)", err)
+		}
+		return fmt.Errorf("--server: %w", err)
+	}
+	return nil
+}
+
+// Write posts the job's ingest batches, each retried while the server
+// answers that the job's deletion is pending (503 with Retry-After).
+func (r *remoteJobs) Write(ctx context.Context, j *ansible.Job) error {
+	batches := ship.Batches(j, 0)
+	for i := range batches {
+		if err := r.client.SendPatiently(ctx, &batches[i], 5*time.Minute, nil); err != nil {
+			return fmt.Errorf("--server: batch %d of %d: %w", i+1, len(batches), err)
+		}
+	}
+	return nil
+}
+
+func (r *remoteJobs) Finish(path string) string {
+	s := "peakline import --server " + r.base
+	if r.client.TokenFile != "" {
+		s += " --token-file " + r.client.TokenFile
+	}
+	return s + " " + path
 }

@@ -492,7 +492,7 @@ func TestAgentFindsAWXJobs(t *testing.T) {
 	n := newE2ENode(t)
 	s := serve(t, "--data", t.TempDir())
 	n.awx.FailRequests(awxtest.Fault{Status: 503}, 3)
-	a := n.startAgent(s.URL)
+	a := n.startAgent(s.URL, "--process-tree")
 	// One job after the other: three jobs burning two CPUs each at once
 	// on a loaded 2-core host would blur the CPU peaks.
 	base := jobIDBase()

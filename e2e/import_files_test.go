@@ -85,3 +85,34 @@ func TestImportRefusesFilesItCannotBound(t *testing.T) {
 		}
 	}, []string{"--max-file-size", "4096"}, "--max-file-size", "4096")
 }
+
+// TestImportChecksEveryPathFirst imports the template runs with the glob a
+// user types, `template-runs/*`, which also matches the dir's README.txt,
+// make.sh and site.yml: the import fails before reading any run, naming the
+// first stray file, and stores nothing; the runs alone (`100?`) import.
+func TestImportChecksEveryPathFirst(t *testing.T) {
+	paths, err := filepath.Glob("../testdata/ansible/template-runs/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	out, err := exec.Command(peaklineBin(t), append([]string{"import", "--data", store}, paths...)...).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("import of %v: %v, want exit 1\n%s", paths, err, out)
+	}
+	if want := `cannot import "../testdata/ansible/template-runs/README.txt": it is a file`; !strings.Contains(string(out), want) {
+		t.Errorf("output does not say %q:\n%s", want, out)
+	}
+	if strings.Contains(string(out), "job 1001") {
+		t.Errorf("a run was read before the stray file was refused:\n%s", out)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the store was made (%v): something was stored", err)
+	}
+	runs, _ := filepath.Glob("../testdata/ansible/template-runs/100?")
+	out, err = exec.Command(peaklineBin(t), append([]string{"import", "--data", store}, runs...)...).CombinedOutput()
+	if err != nil || strings.Count(string(out), "stored ") != 6 {
+		t.Fatalf("import of the six runs: %v\n%s", err, out)
+	}
+}

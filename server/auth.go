@@ -40,6 +40,13 @@ const (
 	scopeIngest       // POST ingest and remote write
 	scopeAdmin        // deletes and policy changes; implies the others
 	scopeAny          // any valid credentials (routes that match nothing: 404/405)
+	// scopePolicy is read or ingest: the collection policy (GET settings
+	// and a template's setting). A collector must know it before it
+	// sends a job's first batch, with the ingest-only token it ships with;
+	// an answer to the ingest would come too late, after the samples are
+	// stored. The policy names template ids and on/off, nothing a job
+	// produced.
+	scopePolicy
 )
 
 // scopeName maps a scope of the auth file to its bit; 0 for an unknown name.
@@ -75,6 +82,8 @@ func (s scope) allows(need scope) bool {
 		return true
 	case need == scopeAny:
 		return s != 0
+	case need == scopePolicy:
+		return s&(scopeRead|scopeIngest|scopeAdmin) != 0
 	case s&scopeAdmin != 0:
 		return true
 	}
@@ -117,6 +126,8 @@ func scopeRules() []scopeRule {
 		// The Prometheus query API reads with POST too (long queries as
 		// form bodies); only these routes, not a future admin one.
 		{"GET HEAD", promAPI + "/*", scopeRead},
+		{"GET HEAD", "/api/v1/settings", scopePolicy},
+		{"GET HEAD", "/api/v1/templates/:id", scopePolicy},
 		{"GET HEAD", "/api/v1/*", scopeRead},
 		{"GET HEAD", "/metrics", scopeRead},
 		{"GET HEAD", "/", scopeRead},
@@ -655,8 +666,11 @@ func (s *Server) authenticate(rules []scopeRule) echo.MiddlewareFunc {
 			if !p.scopes.allows(need) {
 				s.sec.authFailures.WithLabelValues(failScope).Inc()
 				want := need.String()
-				if need == scopeAny {
+				switch need {
+				case scopeAny:
 					want = "any"
+				case scopePolicy:
+					want = "read or ingest"
 				}
 				return echo.NewHTTPError(http.StatusForbidden,
 					fmt.Sprintf("forbidden: %s %s needs the %q scope; %q has %s", r.Method, c.Path(), want, p.name, p.scopes))

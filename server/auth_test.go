@@ -178,25 +178,26 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 		code  int
 	}
 	routes := map[string]want{
-		"GET /healthz":                               {"open", 200},
-		"GET /metrics":                               {"read", 200},
-		"GET /":                                      {"read", 200},
-		"HEAD /":                                     {"read", 200},
-		"GET /jobs/:job":                             {"read", 200},
-		"HEAD /jobs/:job":                            {"read", 200},
-		"GET /templates/:template":                   {"read", 200},
-		"HEAD /templates/:template":                  {"read", 200},
-		"GET /static/*":                              {"read", 200},
-		"HEAD /static/*":                             {"read", 200},
-		"GET /api/v1/jobs":                           {"read", 200},
-		"GET /api/v1/jobs/:job/graph":                {"read", 200},
-		"GET /api/v1/jobs/:job/tasks":                {"read", 200},
-		"DELETE /api/v1/jobs/:job":                   {"admin", 404},  // no job "gone"
-		"POST /api/v1/ingest":                        {"ingest", 400}, // empty body
-		"POST /api/v1/write":                         {"ingest", 400}, // empty body
-		"GET /api/v1/settings":                       {"read", 200},
+		"GET /healthz":                {"open", 200},
+		"GET /metrics":                {"read", 200},
+		"GET /":                       {"read", 200},
+		"HEAD /":                      {"read", 200},
+		"GET /jobs/:job":              {"read", 200},
+		"HEAD /jobs/:job":             {"read", 200},
+		"GET /templates/:template":    {"read", 200},
+		"HEAD /templates/:template":   {"read", 200},
+		"GET /static/*":               {"read", 200},
+		"HEAD /static/*":              {"read", 200},
+		"GET /api/v1/jobs":            {"read", 200},
+		"GET /api/v1/jobs/:job/graph": {"read", 200},
+		"GET /api/v1/jobs/:job/tasks": {"read", 200},
+		"DELETE /api/v1/jobs/:job":    {"admin", 404},  // no job "gone"
+		"POST /api/v1/ingest":         {"ingest", 400}, // empty body
+		"POST /api/v1/write":          {"ingest", 400}, // empty body
+		"GET /api/v1/settings":        {"policy", 200}, // read or ingest
+
 		"PUT /api/v1/settings":                       {"admin", 200},
-		"GET /api/v1/templates/:id":                  {"read", 200},
+		"GET /api/v1/templates/:id":                  {"policy", 200},
 		"PUT /api/v1/templates/:id":                  {"admin", 200},
 		"GET /api/v1/templates/:id/history":          {"read", 200},
 		"GET /api/v1/templates/:id/rightsize":        {"read", 200},
@@ -221,10 +222,10 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 		"POST /prometheus/api/v1/format_query":       {"read", 200},
 	}
 	allowed := map[string]map[string]bool{ // credential → scopes it may use
-		"read":       {"read": true},
-		"ingest":     {"ingest": true},
-		"admin":      {"read": true, "ingest": true, "admin": true},
-		"basic user": {"read": true},
+		"read":       {"read": true, "policy": true},
+		"ingest":     {"ingest": true, "policy": true},
+		"admin":      {"read": true, "ingest": true, "admin": true, "policy": true},
+		"basic user": {"read": true, "policy": true},
 	}
 	seen := map[string]bool{}
 	for _, r := range env.srv.Routes() {

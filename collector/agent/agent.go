@@ -24,6 +24,8 @@ type target struct {
 	// pids are the roots of the job's process tree (the processes with its
 	// JOB_ID), when cgroupDir is "".
 	pids []int
+	// via says how the job id was told (discover.ViaConmon, …).
+	via string
 }
 
 // meter reads one job's resources, in the units of cgroup.Cgroup's methods.
@@ -51,6 +53,10 @@ type session interface {
 	// before AWX answered. final tells that AWX's status for the job will
 	// not change anymore.
 	info() (info ansible.JobInfo, final, ok bool)
+	// awxType returns the unified job's type as AWX gave it ("" before
+	// it answered), and whether AWX said it knows no unified job of the
+	// id: a container that is no AWX job's, or one the token may not see.
+	awxType() (typ string, unknown bool)
 	// setInfo sets the job's info the next batch carries.
 	setInfo(info ansible.JobInfo)
 	// held returns the samples taken and not sent yet.
@@ -112,7 +118,7 @@ type agent struct {
 func newAgent(cfg Config, w world, log *slog.Logger) *agent {
 	return &agent{
 		cfg: cfg, w: w, log: log,
-		policies: newPolicyCache(w.policy, log),
+		policies: newPolicyCache(w.policy, cfg.PolicyFallback, log),
 		running:  map[string]string{},
 		byJob:    map[string]string{},
 		finished: map[string]struct{}{},

@@ -32,7 +32,11 @@ type fakeWorld struct {
 	// template not in it collects. policyErr: the server cannot be asked.
 	policies  map[string]live.Policy
 	policyErr error
-	asked     []string // template ids asked, in order
+	// types is AWX's type per job id ("job" when not set); unknown the
+	// ids AWX says it does not know.
+	types   map[string]string
+	unknown map[string]bool
+	asked   []string // template ids asked, in order
 }
 
 type fakeSession struct {
@@ -48,7 +52,7 @@ type fakeSession struct {
 
 func newFakeWorld() *fakeWorld {
 	return &fakeWorld{alive: map[string]bool{}, openErr: map[string]error{}, panicky: map[string]bool{},
-		infos: map[string]ansible.JobInfo{}, complete: map[string]bool{}}
+		infos: map[string]ansible.JobInfo{}, complete: map[string]bool{}, types: map[string]string{}, unknown: map[string]bool{}}
 }
 
 func (w *fakeWorld) scan() ([]target, error) {
@@ -101,6 +105,21 @@ func (s *fakeSession) info() (ansible.JobInfo, bool, bool) {
 	return i, finalStatus(i.Status), true
 }
 
+func (s *fakeSession) awxType() (string, bool) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if s.w.unknown[s.t.jobID] {
+		return "", true
+	}
+	if _, ok := s.w.infos[s.t.jobID]; !ok || s.w.infoErr != nil {
+		return "", false
+	}
+	if typ, ok := s.w.types[s.t.jobID]; ok {
+		return typ, false
+	}
+	return "job", false
+}
+
 func (w *fakeWorld) set(f func()) { w.mu.Lock(); defer w.mu.Unlock(); f() }
 
 func (s *fakeSession) setInfo(i ansible.JobInfo) { s.w.set(func() { s.infos = append(s.infos, i) }) }
@@ -132,7 +151,7 @@ func (s *fakeSession) eventsComplete() bool {
 
 func testConfig() Config {
 	return Config{PollInterval: 250 * time.Millisecond, DiscoverInterval: 250 * time.Millisecond,
-		AWXPollInterval: time.Second, DrainTimeout: time.Minute}
+		AWXPollInterval: time.Second, DrainTimeout: time.Minute, JobTypes: DefaultJobTypes(), PolicyFallback: DefaultPolicyFallback}
 }
 
 func running(status string) ansible.JobInfo {

@@ -7,8 +7,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/peakline/peakline/collector/awx"
 	"github.com/peakline/peakline/collector/discover"
 	"github.com/peakline/peakline/collector/ship"
 )
@@ -78,9 +81,39 @@ type Config struct {
 	// Rules say where jobs are and how their ids are told
 	// (discover.DefaultRules when zero).
 	Rules discover.Rules
+	// CgroupParents are top-level cgroups walked for job containers
+	// besides Rules' (--cgroup-parent KIND:TOP, such as
+	// podman:awx.slice for podman's cgroup_parent), with the default
+	// container names of KIND (discover.Rules.AddParent).
+	CgroupParents []string
+	// JobTypes are the AWX unified job types measured (--job-types; nil:
+	// DefaultJobTypes). Every type that runs ansible-runner
+	// (awx.RunnerTypes) runs as ansible_runner_<id> or automation-job-<id>;
+	// a job of a type left out is dropped once AWX names its type.
+	JobTypes []string
+	// PolicyFallback is what becomes of a job when the server's
+	// collection policy cannot be read (--policy-fallback): PolicyCollect
+	// or PolicyDrop; "" is DefaultPolicyFallback.
+	PolicyFallback string
 	// Logger receives the agent's log (nil: discarded).
 	Logger *slog.Logger
 }
+
+// Values of Config.PolicyFallback.
+const (
+	PolicyCollect = "collect"
+	PolicyDrop    = "drop"
+	// DefaultPolicyFallback collects: a server that cannot be asked is
+	// most often down or misconfigured for a while, and a job not
+	// collected then is lost for good, while one collected against the
+	// policy can be deleted.
+	DefaultPolicyFallback = PolicyCollect
+)
+
+// DefaultJobTypes returns the job types measured by default: playbook
+// jobs and ad hoc commands, the runs an administrator tunes. Project and
+// inventory updates and system jobs are AWX's own housekeeping.
+func DefaultJobTypes() []string { return []string{awx.TypeJob, awx.TypeAdHocCommand} }
 
 // fillDefaults checks cfg and sets the defaults of its zero fields. Errors
 // wrap ErrConfig and name the flag.
@@ -155,6 +188,32 @@ func (cfg *Config) fillDefaults() error {
 	}
 	if len(cfg.Rules.Scopes) == 0 && cfg.Rules.JobIDEnv == "" {
 		cfg.Rules = discover.DefaultRules()
+	}
+	for _, p := range cfg.CgroupParents {
+		kind, top, ok := strings.Cut(p, ":")
+		if !ok {
+			return bad("--cgroup-parent: %q is not KIND:TOP (e.g. podman:awx.slice or kubernetes:kubelet.slice)", p)
+		}
+		// Rules' Scopes may be shared with the caller's: grow a copy.
+		cfg.Rules.Scopes = slices.Clip(cfg.Rules.Scopes)
+		if err := cfg.Rules.AddParent(discover.Kind(kind), top); err != nil {
+			return bad("--cgroup-parent: %v", err)
+		}
+	}
+	if cfg.JobTypes == nil {
+		cfg.JobTypes = DefaultJobTypes()
+	}
+	for _, typ := range cfg.JobTypes {
+		if !slices.Contains(awx.RunnerTypes, typ) {
+			return bad("--job-types: %q is not an AWX job type that runs on a node; give some of %s", typ, strings.Join(awx.RunnerTypes, ","))
+		}
+	}
+	switch cfg.PolicyFallback {
+	case "":
+		cfg.PolicyFallback = DefaultPolicyFallback
+	case PolicyCollect, PolicyDrop:
+	default:
+		return bad("--policy-fallback: %q must be %s or %s", cfg.PolicyFallback, PolicyCollect, PolicyDrop)
 	}
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = DefaultSpoolDir(os.Geteuid())

@@ -13,11 +13,16 @@
 // flushes the job's last samples and forgets it. One shipper with one
 // spool directory (collector/ship) carries every job's batches.
 //
-// It obeys the server's collection policy (live.FetchPolicy, as `peakline
-// collect` does): a job's session holds its samples until AWX names the
-// job's template and the server says whether to collect it; a declined
-// job's samples are dropped and the job is left alone while it runs. The
-// server unreachable, or AWX never naming the template, means collect.
+// It asks AWX what each id found is (a unified job of some type, or
+// nothing AWX knows) and measures only the types Config.JobTypes names;
+// an id AWX does not know is never stored. It obeys the server's
+// collection policy (live.FetchPolicy, as `peakline collect` does, with
+// the ingest token): a job's session holds its samples until AWX names
+// the job's template and the server says whether to collect it; a
+// declined job's samples are dropped and the job is left alone while it
+// runs. A policy that cannot be read is said as an error and
+// Config.PolicyFallback decides; a job AWX never describes follows the
+// server's system setting.
 //
 // It does not own how jobs are found (collector/discover), how samples are
 // taken and attributed (collector/live), how AWX is asked (collector/awx),

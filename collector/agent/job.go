@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/peakline/peakline/collector/ansible"
@@ -19,13 +20,15 @@ const stopFlushTimeout = 2 * time.Second
 // (a vanished cgroup, an AWX error, a panic) reaches the other jobs.
 // wasRunning says the job started before the agent did.
 //
-// The session sends nothing until the server's collection policy is
-// known: it is asked as soon as AWX names the job's template. When it
-// says no, the session is stopped, its samples dropped, and runJob
-// returns declined. When AWX has not named the template by the time the
-// job holds MaxHeldSamples, the samples go out (the policy is still asked
-// later; what went out then stays on the server, which is logged); a job
-// AWX never describes is collected.
+// The session sends nothing until AWX said what the id is and the
+// server's collection policy is known: it is asked as soon as AWX names
+// the job's template. When AWX lists no unified job of the id, when the
+// job's type is not one of JobTypes, or when the policy says no, the
+// session is stopped, its samples dropped, and runJob returns declined.
+// When AWX has not answered by the time the job holds MaxHeldSamples,
+// or by the end of the drain, the server's system setting alone decides
+// (the template's is still asked once AWX names it; what went out before
+// stays on the server, which is logged).
 func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined bool) {
 	log := a.log.With("job", t.jobID)
 	defer func() {
@@ -49,17 +52,52 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined
 		log.Warn("cannot start sampling the job; skipping it", "err", err)
 		return false
 	}
-	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir)
+	log.Info("sampling job", "measured", o.measured, "cgroup", t.cgroupDir, "via", t.via)
 
 	var info ansible.JobInfo
 	final, warnedHeld, asked, released := false, false, false, false
-	// update returns false once the policy declined the job.
+	// drop discards the job's samples, saying why.
+	drop := func(msg string, args ...any) {
+		dropped, sent := s.discard()
+		args = append(args, "dropped_samples", dropped)
+		if sent > 0 {
+			log.Info(msg+"; the samples sent before stay on the server", append(args, "sent_samples", sent)...)
+			return
+		}
+		log.Info(msg, args...)
+	}
+	// decide asks the policy for template ("" when AWX named none) and
+	// drops the job when it says no. Asked even while the agent stops
+	// (FetchPolicy gives up after 3s): the job's held samples go out or
+	// not by it.
+	decide := func(template string) bool {
+		collect, reason := a.policies.decide(context.WithoutCancel(ctx), template, log)
+		if !collect {
+			drop("not collecting: "+reason, "template", template)
+		}
+		return collect
+	}
+	// update returns false once the job is dropped: the policy declined
+	// it, AWX knows no such job, or its type is not measured.
 	update := func() bool {
+		switch typ, unknown := s.awxType(); {
+		case unknown:
+			drop("not a job: AWX lists no unified job of this id (or the token's user may not see it); nothing of it is stored")
+			return false
+		case typ != "" && !slices.Contains(a.cfg.JobTypes, typ):
+			drop("not measuring: AWX says this is a "+typ+", a type --job-types leaves out", "type", typ)
+			return false
+		}
 		if n := s.held(); !warnedHeld && n >= a.cfg.MaxHeldSamples {
 			warnedHeld = true
 			log.Warn("the job holds the most samples allowed while their tasks are unknown (AWX lags or does not answer); older ones go out with no task",
 				"held", n, "max_held_samples", a.cfg.MaxHeldSamples)
 			if !released {
+				// AWX has not named the template yet: the server's
+				// system setting alone decides until it does.
+				if !asked && !decide("") {
+					return false
+				}
 				released = true
 				s.release()
 			}
@@ -70,17 +108,7 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined
 		}
 		if !asked {
 			asked = true
-			// Asked even while the agent stops (FetchPolicy gives up
-			// after 3s): the job's held samples go out or not by it.
-			if collect, reason := a.policies.decide(context.WithoutCancel(ctx), got.TemplateID, log); !collect {
-				dropped, sent := s.discard()
-				args := []any{"template", got.TemplateID, "dropped_samples", dropped}
-				if sent > 0 {
-					log.Info("not collecting: "+reason+"; the samples sent before AWX named the template stay on the server",
-						append(args, "sent_samples", sent)...)
-				} else {
-					log.Info("not collecting: "+reason, args...)
-				}
+			if !decide(got.TemplateID) {
 				return false
 			}
 			if !released {
@@ -136,6 +164,10 @@ func (a *agent) runJob(ctx context.Context, t target, wasRunning bool) (declined
 		}
 	}
 	stopFollowing()
+	if !asked && !released && !decide("") {
+		// AWX never described the job: the system setting decides.
+		return true
+	}
 	s.close()
 	if ctx.Err() != nil && !complete {
 		// Routine on a restart: not the job's end, and nothing to warn of.

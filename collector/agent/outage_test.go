@@ -93,6 +93,9 @@ func (g *awxGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	since := time.Since(g.t0)
 	rest, _ := strings.CutPrefix(r.URL.Path, "/api/v2/jobs/")
 	id, _, _ := strings.Cut(rest, "/")
+	if r.URL.Path == "/api/v2/unified_jobs/" {
+		id = r.URL.Query().Get("id") // what the id is: asked first
+	}
 	if down := g.down[id]; down != nil && down(since) {
 		g.mu.Lock()
 		g.nos[id] = append(g.nos[id], since)
@@ -203,7 +206,8 @@ func TestAWXOutageLongerThanSettle(t *testing.T) {
 	}
 	cfg := Config{PollInterval: 50 * time.Millisecond, CPUInterval: 50 * time.Millisecond,
 		MemoryInterval: 50 * time.Millisecond, PIDsInterval: 50 * time.Millisecond, DiscoverInterval: 50 * time.Millisecond,
-		AWXPollInterval: 50 * time.Millisecond, AWXSettle: settle, MaxHeldSamples: 100_000, DrainTimeout: time.Second}
+		AWXPollInterval: 50 * time.Millisecond, AWXSettle: settle, MaxHeldSamples: 100_000, DrainTimeout: time.Second,
+		JobTypes: DefaultJobTypes(), PolicyFallback: DefaultPolicyFallback}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	// No Peakline server to ask the collection policy: every job is

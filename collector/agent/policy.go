@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,11 @@ const (
 // for concurrent use.
 type policyCache struct {
 	ask func(ctx context.Context, template string) (live.Policy, error)
-	now func() time.Time
-	log *slog.Logger
+	// fallback is Config.PolicyFallback: what a job is when the policy
+	// cannot be read.
+	fallback string
+	now      func() time.Time
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	entries map[string]policyEntry // template id → answer
@@ -36,14 +40,15 @@ type policyEntry struct {
 	at time.Time
 }
 
-func newPolicyCache(ask func(ctx context.Context, template string) (live.Policy, error), log *slog.Logger) *policyCache {
-	return &policyCache{ask: ask, now: time.Now, log: log, entries: map[string]policyEntry{}}
+func newPolicyCache(ask func(ctx context.Context, template string) (live.Policy, error), fallback string, log *slog.Logger) *policyCache {
+	return &policyCache{ask: ask, fallback: fallback, now: time.Now, log: log, entries: map[string]policyEntry{}}
 }
 
 // decide tells whether a job of template (a template id, "" when AWX
-// names none) is collected, and why. When the server cannot be asked it
-// collects: losing data is worse than storing it unasked; that is logged
-// once until the server answers again, and each job's part at debug.
+// names none) is collected, and why. When the server cannot be asked
+// (down, or refusing the token) the fallback decides: that is logged as
+// an error once until the server answers again, and each job's part as
+// a warning.
 func (c *policyCache) decide(ctx context.Context, template string, log *slog.Logger) (collect bool, reason string) {
 	c.mu.Lock()
 	e, ok := c.entries[template]
@@ -55,12 +60,21 @@ func (c *policyCache) decide(ctx context.Context, template string, log *slog.Log
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
+		collect := c.fallback != PolicyDrop
+		what := "collecting"
+		if !collect {
+			what = "dropping"
+		}
 		if !c.failing {
 			c.failing = true
-			c.log.Warn("cannot ask the server whether to collect; collecting every job until it answers", "err", err)
+			args := []any{"policy_fallback", c.fallback, "err", err}
+			if strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "403") {
+				args = append(args, "hint", "the server refuses the token for GET /api/v1/settings: give the agent a token with the ingest scope (a server older than this agent lets only read tokens see the policy)")
+			}
+			c.log.Error("cannot read the server's collection policy: "+what+" every job as --policy-fallback says, whatever the templates' settings, until it answers", args...)
 		}
-		log.Debug("cannot ask the server whether to collect the job; collecting it", "template", template, "err", err)
-		return true, "the server cannot be asked"
+		log.Warn("collection policy unknown; "+what+" the job as --policy-fallback says", "template", template, "policy_fallback", c.fallback)
+		return collect, "the server's collection policy cannot be read (--policy-fallback " + c.fallback + ")"
 	}
 	if c.failing {
 		c.failing = false

@@ -137,7 +137,7 @@ func TestPolicyServerUnreachableCollects(t *testing.T) {
 		})
 		cancel()
 		<-done
-		if n := strings.Count(logs.String(), "cannot ask the server whether to collect"); n != 1 {
+		if n := strings.Count(logs.String(), "level=ERROR msg=\"cannot read the server's collection policy"); n != 1 {
 			t.Errorf("%d warnings about the server, want 1:\n%s", n, logs.String())
 		}
 	})

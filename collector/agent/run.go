@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/peakline/peakline/collector/awx"
@@ -45,6 +47,8 @@ func Run(ctx context.Context, cfg Config) error {
 	log = log.With("component", "agent")
 	cfg.Logger = log
 
+	status, _ := os.ReadFile("/proc/self/status")
+	checkPrivileges(cfg.Rules.ProcessTree, status, os.Geteuid(), log)
 	scanner, err := discover.NewScanner(cfg.CgroupRoot, cfg.ProcRoot, cfg.Rules)
 	if err != nil {
 		return fmt.Errorf("%w: discovery rules: %v", ErrConfig, err)
@@ -82,7 +86,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// Logged after the first scan: a job found later started after it.
 	a.started = func() {
 		log.Info("agent started", "server", cfg.Server, "awx", cfg.AWXURL, "cgroup_root", cfg.CgroupRoot,
-			"proc_root", cfg.ProcRoot, "poll", cfg.PollInterval, "discover", cfg.DiscoverInterval, "spool", cfg.SpoolDir)
+			"proc_root", cfg.ProcRoot, "poll", cfg.PollInterval, "discover", cfg.DiscoverInterval, "spool", cfg.SpoolDir,
+			"job_types", strings.Join(cfg.JobTypes, ","), "process_tree", cfg.Rules.ProcessTree, "policy_fallback", cfg.PolicyFallback)
 	}
 	a.run(ctx)
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -28,13 +29,24 @@ type node struct {
 	http    *http.Client // the Peakline server's, for its collection policy
 	send    func(body []byte, samples int)
 	log     *slog.Logger
+
+	toldDenied bool // a refused environment read was logged
 }
 
 func (n *node) scan() ([]target, error) {
 	jobs, err := n.scanner.Scan()
+	for _, cg := range n.scanner.Unwalked() {
+		n.log.Warn("an ansible process runs in a container cgroup under a parent the agent does not walk: its cgroup is not measured; add its top-level cgroup with --cgroup-parent KIND:TOP",
+			"cgroup", cg)
+	}
+	if denied := n.scanner.EnvironDenied(); denied > 0 && !n.toldDenied {
+		n.toldDenied = true
+		n.log.Warn("cannot read the environment of a job process (JOB_ID, HOSTNAME): containers are placed only by conmon's command line, process trees not at all; the agent needs the jobs' uid or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (docs/agent.md)",
+			"refused", denied, "uid", os.Geteuid())
+	}
 	out := make([]target, 0, len(jobs))
 	for _, j := range jobs {
-		t := target{jobID: strconv.FormatInt(j.ID, 10), cgroupDir: j.Cgroup, pids: j.PIDs}
+		t := target{jobID: strconv.FormatInt(j.ID, 10), cgroupDir: j.Cgroup, pids: j.PIDs, via: j.Via}
 		if j.Kind == discover.KindProcessTree {
 			// A tree has no identity but its job: one tree per job id.
 			t.key = "tree/" + t.jobID
@@ -107,7 +119,7 @@ func (n *node) start(ctx context.Context, t target, o *opened) (session, error) 
 // delay (awx.Backoff.Jitter), so that the followers (and the agents of
 // other nodes) that failed together do not come back together.
 func (n *node) followerConfig(sink awx.Sink) awx.FollowerConfig {
-	return awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Backoff: awx.Backoff{Jitter: rand.Float64}, Log: n.log, Sink: sink}
+	return awx.FollowerConfig{MinInterval: n.cfg.AWXPollInterval, Backoff: awx.Backoff{Jitter: rand.Float64}, Log: n.log, Sink: sink, Unified: true}
 }
 
 // jobSession is a live.Session fed by an AWX follower.
@@ -142,6 +154,11 @@ func (j *jobSession) info() (ansible.JobInfo, bool, bool) {
 		return ansible.JobInfo{}, false, false
 	}
 	return m.Info(), m.Final(), true
+}
+
+func (j *jobSession) awxType() (string, bool) {
+	m, _ := j.f.Job()
+	return m.Type, j.f.Unknown()
 }
 
 func (j *jobSession) setInfo(info ansible.JobInfo) { j.s.SetInfo(info) }

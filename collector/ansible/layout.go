@@ -166,3 +166,11 @@ func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
 }
+
+// CheckTree tells whether path is a tree Read can read (one of its
+// layouts), without reading any file: import checks every path it is given
+// before it reads one, so a stray file among them fails at once.
+func CheckTree(path string) error {
+	_, err := findSources(path)
+	return err
+}

@@ -185,6 +185,39 @@ func (c *Client) Job(ctx context.Context, id int64) (Job, error) {
 	return raw.job(), nil
 }
 
+// UnifiedJob asks AWX what unified job id is:
+// GET /api/v2/unified_jobs/?id={id}, whose one item has the job's type
+// and URL besides the fields of its type (but event_processing_finished,
+// which the list leaves out). AWX answers an empty list for an id it
+// does not know or that the token's user may not see: that is
+// ErrJobNotFound, as a 404 is.
+func (c *Client) UnifiedJob(ctx context.Context, id int64) (Job, error) {
+	var raw rawUnified
+	if err := c.get(ctx, fmt.Sprintf("/api/v2/unified_jobs/?id=%d", id), id, &raw); err != nil {
+		return Job{}, fmt.Errorf("get AWX unified job %d: %w", id, err)
+	}
+	for i := range raw.Results {
+		if raw.Results[i].ID == id {
+			j := raw.Results[i].job()
+			if j.Type == "" || j.URL == "" {
+				return Job{}, fmt.Errorf("get AWX unified job %d: the answer names no type or url", id)
+			}
+			return j, nil
+		}
+	}
+	return Job{}, fmt.Errorf("get AWX unified job %d: %w: AWX lists no unified job of that id (count %d)", id, ErrJobNotFound, raw.Count)
+}
+
+// JobAt gets a unified job's metadata from its URL (Job.URL, as
+// UnifiedJob gave it), which must stay on the AWX host.
+func (c *Client) JobAt(ctx context.Context, id int64, ref string) (Job, error) {
+	var raw rawJob
+	if err := c.get(ctx, ref, id, &raw); err != nil {
+		return Job{}, fmt.Errorf("get AWX unified job %d: %w", id, err)
+	}
+	return raw.job(), nil
+}
+
 // Events gets one page of the job's events with a counter above
 // afterCounter, in counter order, Config.PageSize at most:
 // GET /api/v2/jobs/{id}/job_events/?order_by=counter&counter__gt=N&page_size=200.
@@ -199,6 +232,15 @@ func (c *Client) events(ctx context.Context, id, afterCounter int64, pageSize in
 	q.Set("counter__gt", strconv.FormatInt(afterCounter, 10))
 	q.Set("page_size", strconv.Itoa(min(max(pageSize, 1), c.pageSize)))
 	return c.page(ctx, id, fmt.Sprintf("/api/v2/jobs/%d/job_events/?%s", id, q.Encode()))
+}
+
+// eventsAt is events of the list at path (EventsPath of the job's type).
+func (c *Client) eventsAt(ctx context.Context, path string, id, afterCounter int64, pageSize int) (Page, error) {
+	q := url.Values{}
+	q.Set("order_by", "counter")
+	q.Set("counter__gt", strconv.FormatInt(afterCounter, 10))
+	q.Set("page_size", strconv.Itoa(min(max(pageSize, 1), c.pageSize)))
+	return c.page(ctx, id, path+"?"+q.Encode())
 }
 
 // NextPage gets the page a Page.Next link names. The link is taken

@@ -160,7 +160,7 @@ func TestClientJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := awx.Job{ID: 42, Name: "loops", Status: "successful", TemplateID: 7, TemplateName: "perf loops",
+	want := awx.Job{ID: 42, Type: awx.TypeJob, URL: "/api/v2/jobs/42/", Name: "loops", Status: "successful", TemplateID: 7, TemplateName: "perf loops",
 		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true,
 		Forks: 10, ProjectRevision: "3f2c9e1a", EEImage: "quay.io/ansible/awx-ee:24.6.1"}
 	if got != want || !got.Final() {

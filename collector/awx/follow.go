@@ -42,6 +42,13 @@ type FollowerConfig struct {
 	// answer that showed every event saved up to its request; and
 	// Complete once the events are complete (Done). *live.Events is one.
 	Sink Sink
+	// Unified says the id is a unified job's whose type is not known
+	// yet (an id found on a node: every type shares one sequence). The
+	// first request asks AWX what it is (Client.UnifiedJob); the metadata
+	// is then read from the job's URL and the events from its type's list
+	// (EventsPath). An id AWX does not know ends the follower (Unknown).
+	// Without it the id is a playbook job's (/api/v2/jobs/{id}/).
+	Unified bool
 }
 
 // Sink takes a Follower's events: a session's live.Events.
@@ -82,19 +89,28 @@ type Follower struct {
 	meta     Job
 	haveMeta bool
 	metaDue  bool
+	// eventsPath is the job's events list once its type is known ("":
+	// a playbook job's); unknown tells that AWX knows no unified job of
+	// the id.
+	eventsPath string
+	unknown    bool
+	// adHocTasks are the task uuids of an ad hoc command seen starting:
+	// its events hold no playbook_on_task_start, the module's
+	// runner_on_start starts its one task.
+	adHocTasks map[string]bool
 
-	cursor   int64           // every counter <= cursor was seen
-	above    map[int64]Event // events seen above cursor
-	gapSince time.Time       // when the hole above cursor was first seen; zero when none
-	starts   []Event         // task starts seen, by created time then counter
-	taken    []Event         // events taken by this Poll, for the sink
-	answered time.Time       // request time of this Poll's answer, for the sink; zero: none
-	newest   time.Time       // newest created time of the events up to cursor
-	done     bool            // every event is in
-	told     bool            // the sink was told Complete
-	requests int             // requests made
-	failures int             // failed requests in a row
-	lastErr  error           // the last request's error, nil after a success
+	cursor   int64              // every counter <= cursor was seen
+	above    map[int64]Event    // events seen above cursor
+	gapSince time.Time          // when the hole above cursor was first seen; zero when none
+	starts   []Event            // task starts seen, by created time then counter
+	taken    []ansible.JobEvent // events taken by this Poll, for the sink
+	answered time.Time          // request time of this Poll's answer, for the sink; zero: none
+	newest   time.Time          // newest created time of the events up to cursor
+	done     bool               // every event is in
+	told     bool               // the sink was told Complete
+	requests int                // requests made
+	failures int                // failed requests in a row
+	lastErr  error              // the last request's error, nil after a success
 	// ownFailure is whether a failure of the job's own (not of AWX
 	// itself) was logged since the last success.
 	ownFailure bool
@@ -144,10 +160,12 @@ func (f *Follower) JobID() int64 { return f.id }
 func (f *Follower) Poll(ctx context.Context) error {
 	now := f.cfg.Now()
 	f.mu.Lock()
-	if now.Before(f.notUntil) || (f.done && f.haveMeta && f.meta.Final()) {
+	if now.Before(f.notUntil) || f.unknown || (f.done && f.haveMeta && f.meta.Final()) {
 		f.mu.Unlock()
 		return nil
 	}
+	resolve := f.cfg.Unified && !f.haveMeta
+	metaURL, eventsPath := f.meta.URL, f.eventsPath
 	f.notUntil = now.Add(f.cfg.MinInterval)
 	f.requests++
 	askMeta := !f.haveMeta || f.metaDue || f.done
@@ -159,19 +177,45 @@ func (f *Follower) Poll(ctx context.Context) error {
 	f.mu.Unlock()
 
 	var err error
-	if askMeta {
+	switch {
+	case resolve:
 		var meta Job
-		if meta, err = f.client.Job(ctx, f.id); err == nil {
+		meta, err = f.client.UnifiedJob(ctx, f.id)
+		if errors.Is(err, ErrJobNotFound) {
 			f.mu.Lock()
+			f.unknown = true
+			f.mu.Unlock()
+			f.cfg.Log.Info("awx: AWX knows no unified job of this id (or the token's user may not see it); not following it", "job", f.id)
+			f.settle(nil)
+			return err
+		}
+		if err == nil {
+			f.resolved(meta)
+		}
+	case askMeta:
+		var meta Job
+		if f.cfg.Unified {
+			meta, err = f.client.JobAt(ctx, f.id, metaURL)
+		} else {
+			meta, err = f.client.Job(ctx, f.id)
+		}
+		if err == nil {
+			f.mu.Lock()
+			meta.Type, meta.URL = cmp.Or(meta.Type, f.meta.Type), cmp.Or(meta.URL, f.meta.URL)
 			f.meta, f.haveMeta, f.metaDue = meta, true, false
 			f.mu.Unlock()
 		}
-	} else {
+	default:
 		var p Page
 		if pageSize == 0 {
 			pageSize = f.client.pageSize
 		}
-		if p, err = f.client.events(ctx, f.id, cursor, pageSize); err == nil {
+		if eventsPath != "" {
+			p, err = f.client.eventsAt(ctx, eventsPath, f.id, cursor, pageSize)
+		} else {
+			p, err = f.client.events(ctx, f.id, cursor, pageSize)
+		}
+		if err == nil {
 			f.add(p.Events, finalBefore)
 			f.mu.Lock()
 			// The last page, with no hole left: every event AWX had
@@ -194,6 +238,29 @@ func (f *Follower) Poll(ctx context.Context) error {
 	return err
 }
 
+// resolved records what UnifiedJob said the id is. A type with no
+// events of its own (a workflow job, a type this client does not know)
+// has its events complete at once.
+func (f *Follower) resolved(meta Job) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.meta, f.haveMeta, f.metaDue = meta, true, false
+	path, ok := EventsPath(meta.Type, meta.ID)
+	if !ok {
+		f.done = true
+		return
+	}
+	f.eventsPath = path
+}
+
+// Unknown tells that AWX answered it knows no unified job of the id
+// (FollowerConfig.Unified): no request is made anymore.
+func (f *Follower) Unknown() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unknown
+}
+
 // feed hands the events taken to the sink, then the answer's time, and
 // Complete once done. Only the polling goroutine calls it, so the sink
 // gets them in order.
@@ -208,11 +275,7 @@ func (f *Follower) feed() {
 		return
 	}
 	if len(taken) > 0 {
-		evs := make([]ansible.JobEvent, len(taken))
-		for i, ev := range taken {
-			evs[i] = ev.JobEvent()
-		}
-		f.cfg.Sink.Add(evs)
+		f.cfg.Sink.Add(taken)
 	}
 	if !answered.IsZero() {
 		f.cfg.Sink.Answered(answered)
@@ -345,14 +408,22 @@ func (f *Follower) passGap() {
 
 // take records an event at the cursor; each counter comes once.
 func (f *Follower) take(ev Event) {
-	f.taken = append(f.taken, ev)
+	je := ev.JobEvent()
+	if f.meta.Type == TypeAdHocCommand && ev.Event == "runner_on_start" && ev.TaskUUID != "" && !f.adHocTasks[ev.TaskUUID] {
+		if f.adHocTasks == nil {
+			f.adHocTasks = map[string]bool{}
+		}
+		f.adHocTasks[ev.TaskUUID] = true
+		je.TaskStart = true
+	}
+	f.taken = append(f.taken, je)
 	if ev.Created.After(f.newest) {
 		f.newest = ev.Created
 	}
 	if ev.Event == EventStats {
 		f.done = true
 	}
-	if ev.TaskStart() {
+	if je.TaskStart {
 		i, _ := slices.BinarySearchFunc(f.starts, ev, compareStarts)
 		f.starts = slices.Insert(f.starts, i, ev)
 	}

@@ -64,13 +64,49 @@ const (
 	StatusCanceled   = "canceled"
 )
 
-// Job is an AWX job's metadata, from GET /api/v2/jobs/{id}/.
+// Types of AWX unified jobs: the type field of /api/v2/unified_jobs/.
+// Every one of them shares one sequence of ids, and every type but the
+// workflow job runs ansible-runner, as ansible_runner_<id> on an
+// execution node or as the pod automation-job-<id>.
+const (
+	TypeJob             = "job"
+	TypeAdHocCommand    = "ad_hoc_command"
+	TypeProjectUpdate   = "project_update"
+	TypeInventoryUpdate = "inventory_update"
+	TypeSystemJob       = "system_job"
+	TypeWorkflowJob     = "workflow_job"
+)
+
+// RunnerTypes are the unified job types that run ansible-runner, and so
+// can be found on a node, in AWX's order.
+var RunnerTypes = []string{TypeJob, TypeAdHocCommand, TypeProjectUpdate, TypeInventoryUpdate, TypeSystemJob}
+
+// EventsPath is the API path of the events of a unified job of type typ
+// (awx/api/urls: jobs/{id}/job_events/, the other types' {id}/events/);
+// false for a type with no events of its own (workflow_job) or unknown.
+func EventsPath(typ string, id int64) (string, bool) {
+	switch typ {
+	case TypeJob:
+		return fmt.Sprintf("/api/v2/jobs/%d/job_events/", id), true
+	case TypeAdHocCommand, TypeProjectUpdate, TypeInventoryUpdate, TypeSystemJob:
+		return fmt.Sprintf("/api/v2/%ss/%d/events/", typ, id), true
+	}
+	return "", false
+}
+
+// Job is an AWX job's metadata, from GET /api/v2/jobs/{id}/, or a unified
+// job's of any type, from /api/v2/unified_jobs/?id={id} and its URL.
 type Job struct {
-	ID     int64
-	Name   string
-	Status string
+	ID int64
+	// Type is the unified job's type (TypeJob, TypeAdHocCommand, …);
+	// URL its API path, such as /api/v2/ad_hoc_commands/12/.
+	Type, URL string
+	Name      string
+	Status    string
 	// TemplateID is the job_template field, 0 when null (the template was
-	// deleted); TemplateName is summary_fields.job_template.name.
+	// deleted) and for the types that have no job template (an ad hoc
+	// command's, a project update's); TemplateName is
+	// summary_fields.job_template.name.
 	TemplateID    int64
 	TemplateName  string
 	Playbook      string
@@ -101,7 +137,7 @@ func (j Job) Final() bool {
 func (j Job) Info() ansible.JobInfo {
 	info := ansible.JobInfo{TemplateName: j.TemplateName, Status: j.Status, Playbook: j.Playbook,
 		Forks: j.Forks, ProjectRevision: j.ProjectRevision, EEImage: j.EEImage}
-	if info.Forks <= 0 {
+	if info.Forks <= 0 && (j.Type == "" || j.Type == TypeJob || j.Type == TypeAdHocCommand) {
 		// AWX's forks 0 passes no --forks: ansible runs its default.
 		info.Forks = ansible.DefaultForks
 	}
@@ -173,6 +209,8 @@ type Page struct {
 // rawJob is the part of AWX's job JSON the client reads.
 type rawJob struct {
 	ID                      int64      `json:"id"`
+	Type                    string     `json:"type"`
+	URL                     string     `json:"url"`
 	Name                    string     `json:"name"`
 	Status                  string     `json:"status"`
 	JobTemplate             *int64     `json:"job_template"`
@@ -195,7 +233,7 @@ type rawJob struct {
 }
 
 func (r *rawJob) job() Job {
-	j := Job{ID: r.ID, Name: r.Name, Status: r.Status, Playbook: r.Playbook, ExecutionNode: r.ExecutionNode, EventProcessingFinished: r.EventProcessingFinished,
+	j := Job{ID: r.ID, Type: r.Type, URL: r.URL, Name: r.Name, Status: r.Status, Playbook: r.Playbook, ExecutionNode: r.ExecutionNode, EventProcessingFinished: r.EventProcessingFinished,
 		Forks: r.Forks, ProjectRevision: r.SCMRevision}
 	if e := r.SummaryFields.ExecutionEnvironment; e != nil {
 		j.EEImage = e.Image
@@ -216,6 +254,14 @@ func (r *rawJob) job() Job {
 		j.Finished = r.Finished.UTC()
 	}
 	return j
+}
+
+// rawUnified is AWX's list of unified jobs: each item in the shape of
+// its own type's list serializer, event_processing_finished left out
+// (UnifiedJobListSerializer).
+type rawUnified struct {
+	Count   int      `json:"count"`
+	Results []rawJob `json:"results"`
 }
 
 // rawPage is AWX's list envelope.

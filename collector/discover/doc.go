@@ -14,29 +14,42 @@
 // Scanner.Scan walks only below the top-level cgroups its rules name, to
 // a depth limit, and matches directory names against the rules' patterns.
 // A container's cgroup path holds only its id, so the job id comes from
-// its processes, looked up once per container and cached:
+// its processes, looked up once per container and cached, from what any
+// user may read first:
 //
-//  1. JOB_ID in /proc/<pid>/environ of a trusted process in the
-//     container's cgroup or its sub-groups (ansible-playbook,
-//     ansible-runner: matched by the kernel's 15-byte comm, or by the
-//     script a Python interpreter runs);
-//  2. for Kubernetes, the pod name in HOSTNAME of such a process
-//     (automation-job-<id>-<suffix>), which is there from the start of
-//     ansible-runner worker, before ansible-playbook runs;
-//  3. for podman, the container name conmon was given: conmon runs
+//  1. for podman, the container name conmon was given: conmon runs
 //     outside the container's cgroup (libpod-conmon-<id>.scope) and is
 //     found by its -c <container id> argument; its -n/--name is
-//     ansible_runner_<job id>.
+//     ansible_runner_<job id>. /proc/<pid>/cmdline is world-readable;
+//  2. JOB_ID in /proc/<pid>/environ of a trusted process in the
+//     container's cgroup or its sub-groups (ansible-playbook,
+//     ansible-runner: matched by the kernel's 15-byte comm, or by the
+//     script a Python interpreter runs), where it is readable;
+//  3. for Kubernetes, the pod name in HOSTNAME of such a process
+//     (automation-job-<id>-<suffix>), which is there from the start of
+//     ansible-runner worker, before ansible-playbook runs.
 //
-// Only the JOB_ID and HOSTNAME keys are read from an environment, which
-// also holds the job's credentials: the buffer is wiped after each read,
-// nothing else is kept, and nothing of it is logged. Reading another
-// user's environ needs root (CAP_SYS_PTRACE in a container); a process
-// that cannot be read is skipped.
+// An environment is readable by the process's own user, or with
+// CAP_DAC_READ_SEARCH (the file is mode 0400) and CAP_SYS_PTRACE (the
+// kernel's ptrace access check) for another user's; a refused read is
+// counted (EnvironDenied) and the process skipped. Only the JOB_ID and
+// HOSTNAME keys are read from an environment, which also holds the job's
+// credentials: the buffer is wiped after each read, nothing else is
+// kept, and nothing of it is logged.
 //
-// With Rules.ProcessTree, Scan also reports trusted processes with a
-// JOB_ID that are in no container cgroup it found: KindProcessTree jobs,
-// to be measured with NewTree. AWX's own install runs podman rootless with
+// Every trusted process's /proc/<pid>/cgroup (world-readable) is read
+// once: a process in a container cgroup (a scope rule's name matches a
+// path element) that the walk does not reach, under a top no rule names
+// or too deep, is reported once by Unwalked, so that a parent such as
+// podman's cgroup_parent or kind's kubelet.slice can be added
+// (Rules.AddParent).
+//
+// With Rules.ProcessTree (opt-in), Scan also reports the jobs that run in
+// no container cgroup: KindProcessTree jobs, to be measured with NewTree.
+// Their roots are the children of the conmon whose container has no
+// cgroup found (world-readable), and trusted processes with a JOB_ID in
+// no container cgroup (the one place environments outside containers are
+// read). AWX's own install runs podman rootless with
 // cgroup_manager = "cgroupfs", where podman gives a container no cgroup
 // (podman's libpod/container_internal_linux.go, getOCICgroupPath: rootless
 // with the cgroupfs manager returns an empty cgroup path), so its jobs
@@ -96,8 +109,9 @@
 // that match no rule are not entered), nothing of a container already
 // placed, and, for a container not placed yet, its cgroup.procs and its
 // processes' comm with a doubling wait (1, 2, 4, 8 polls) between looks;
-// environ only of trusted processes, once each. With ProcessTree it reads
-// /proc's listing and the comm of new processes (a process's comm is no
+// environ only of trusted processes, once each. It reads /proc's listing
+// and the comm of new processes (and the cmdline of a new conmon, the
+// cgroup of a new trusted process) (a process's comm is no
 // longer read once it stayed the same for 8 looks). A Tree reads the stat
 // of its members and of new processes at each look, and that of a stable
 // non-member every 64 looks (to see an exec into a trusted name).

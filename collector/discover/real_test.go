@@ -419,7 +419,9 @@ wait`
 
 	// Scan sees a job outside any container: the root is its trusted
 	// process (the children run python3 -c and sh, not trusted).
-	jobs, err := Scan("/sys/fs/cgroup", "/proc", DefaultRules())
+	rules := DefaultRules()
+	rules.ProcessTree = true
+	jobs, err := Scan("/sys/fs/cgroup", "/proc", rules)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,8 +71,11 @@ type Rules struct {
 	ConmonComm string
 	ConmonName string
 	// ProcessTree makes Scan report jobs whose trusted processes are in
-	// no container cgroup found (KindProcessTree). It costs one pass
-	// over /proc per Scan.
+	// no container cgroup (KindProcessTree), found by JobIDEnv in their
+	// environment: the one mode that reads /proc/<pid>/environ of
+	// processes outside containers, which needs the agent to run as the
+	// jobs' user or to hold CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH. Off
+	// by default.
 	ProcessTree bool
 }
 
@@ -89,16 +92,44 @@ func DefaultRules() Rules {
 			{Kind: KindPodman, Top: "libpod_parent", Name: `^libpod-` + hex64 + `$`},
 			{Kind: KindKubernetes, Top: "kubepods.slice", Name: `^(?:cri-containerd|crio|docker)-` + hex64 + `\.scope$`},
 			{Kind: KindKubernetes, Top: "kubepods", Name: `^(?:crio-)?` + hex64 + `$`},
+			// kind (Kubernetes in containers) runs its kubelet with
+			// --cgroup-root=/kubelet: kubelet.slice/kubelet-kubepods.slice/….
+			{Kind: KindKubernetes, Top: "kubelet.slice", Name: `^(?:cri-containerd|crio|docker)-` + hex64 + `\.scope$`},
 		},
-		MaxDepth:    5,
-		JobIDEnv:    "JOB_ID",
-		PodNameEnv:  "HOSTNAME",
-		PodName:     `^automation-job-([0-9]+)(?:-[a-z0-9]+)?$`,
-		Trusted:     []string{"ansible-playbook", "ansible-runner"},
-		ConmonComm:  "conmon",
-		ConmonName:  `^ansible_runner_([0-9]+)$`,
-		ProcessTree: true,
+		MaxDepth:   5,
+		JobIDEnv:   "JOB_ID",
+		PodNameEnv: "HOSTNAME",
+		PodName:    `^automation-job-([0-9]+)(?:-[a-z0-9]+)?$`,
+		Trusted:    []string{"ansible-playbook", "ansible-runner"},
+		ConmonComm: "conmon",
+		ConmonName: `^ansible_runner_([0-9]+)$`,
 	}
+}
+
+// AddParent adds a top-level cgroup to walk for containers of kind, with
+// the container name of the default rules: a systemd slice (top ending in
+// .slice: podman's cgroup_parent under the systemd manager, kind's
+// kubelet.slice) holds <runtime>-<id>.scope units, any other directory
+// the cgroupfs forms (libpod-<id>, <id>). The rules are checked by
+// NewScanner; AddParent refuses a kind or top that cannot be one.
+func (r *Rules) AddParent(kind Kind, top string) error {
+	if kind != KindPodman && kind != KindKubernetes {
+		return fmt.Errorf("cgroup parent: kind %q must be %q or %q", kind, KindPodman, KindKubernetes)
+	}
+	if top == "" || strings.Contains(top, "/") {
+		return fmt.Errorf("cgroup parent: %q must be one top-level cgroup directory name, such as machine.slice", top)
+	}
+	if _, err := path.Match(top, ""); err != nil {
+		return fmt.Errorf("cgroup parent %q: %w", top, err)
+	}
+	slice := strings.HasSuffix(top, ".slice")
+	for _, d := range DefaultRules().Scopes {
+		if d.Kind == kind && strings.HasSuffix(d.Name, `\.scope$`) == slice {
+			r.Scopes = append(r.Scopes, ScopeRule{Kind: kind, Top: top, Name: d.Name})
+			return nil
+		}
+	}
+	return fmt.Errorf("cgroup parent %q: no default container name for %s", top, kind)
 }
 
 // compiled is Rules checked and ready to match.

@@ -35,9 +35,9 @@ type Job struct {
 	ContainerID string
 	// PIDs are, for a container, the processes that were in its cgroup
 	// and sub-groups when the scan that placed it ran (not read again, to
-	// keep polls cheap); for KindProcessTree, the trusted processes whose
-	// environment names the job at this scan (the roots of its tree).
-	// Ascending.
+	// keep polls cheap); for KindProcessTree, the conmon monitoring the
+	// job's container and the trusted processes whose environment names
+	// the job at this scan (the roots of its tree). Ascending.
 	PIDs []int
 	// Via says how the id was found: ViaEnviron, ViaPodName or ViaConmon.
 	Via string
@@ -63,6 +63,12 @@ type Scanner struct {
 
 	containers map[string]*containerState // by container id
 	procs      map[int]*procState         // the /proc pass's cache, by pid
+
+	unwalkedSeen map[string]struct{} // container cgroups told by Unwalked
+	unwalked     []string            // not told yet
+	// environDenied counts the environment reads refused since the last
+	// EnvironDenied.
+	environDenied int
 
 	// scratch, reused between scans
 	found  []foundCgroup
@@ -132,6 +138,7 @@ func NewScanner(cgroupRoot, procRoot string, rules Rules) (*Scanner, error) {
 	return &Scanner{
 		cgroupRoot: cgroupRoot, procRoot: procRoot, rules: c,
 		containers: map[string]*containerState{}, procs: map[int]*procState{},
+		unwalkedSeen: map[string]struct{}{},
 	}, nil
 }
 
@@ -167,16 +174,28 @@ func (s *Scanner) Scan() ([]Job, error) {
 		}
 	}
 
+	// The world-readable sources first: conmon's command line names a
+	// podman container's job, the processes' cgroups tell containers
+	// under parents not walked.
+	conmons, err := s.procPass()
+	if err != nil {
+		return nil, err
+	}
 	var jobs []Job
 	inContainer := map[int]bool{}
-	var pending []int // indexes into s.found of podman containers without an id
-	for i, f := range s.found {
+	for _, f := range s.found {
 		c := s.containers[f.id]
 		if c == nil {
 			c = &containerState{}
 			s.containers[f.id] = c
 		}
 		c.gen = s.gen
+		if c.jobID == 0 && f.kind == KindPodman {
+			if id := conmons[f.id]; id != 0 {
+				c.jobID, c.via, c.checked = id, ViaConmon, nil
+				c.pids = s.cgroupPids(f.dir)
+			}
+		}
 		if c.jobID == 0 {
 			if c.waited < c.wait {
 				c.waited++
@@ -192,9 +211,6 @@ func (s *Scanner) Scan() ([]Job, error) {
 			c.pids = pids
 		}
 		if c.jobID == 0 {
-			if f.kind == KindPodman {
-				pending = append(pending, i)
-			}
 			continue
 		}
 		for _, p := range c.pids {
@@ -203,27 +219,32 @@ func (s *Scanner) Scan() ([]Job, error) {
 		jobs = append(jobs, Job{ID: c.jobID, Kind: f.kind, Cgroup: f.rel, Dir: f.dir, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: c.via})
 	}
 
-	if len(pending) > 0 && s.rules.ConmonComm != "" || s.rules.ProcessTree {
-		roots, conmons, err := s.procPass(inContainer)
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range pending {
-			f := s.found[i]
-			if id := conmons[f.id]; id != 0 {
-				c := s.containers[f.id]
-				c.jobID, c.via, c.checked = id, ViaConmon, nil
-				jobs = append(jobs, Job{ID: id, Kind: f.kind, Cgroup: f.rel, Dir: f.dir, ContainerID: f.id, PIDs: slices.Clone(c.pids), Via: ViaConmon})
-			}
-		}
-		if s.rules.ProcessTree {
-			for id, pids := range roots {
-				if slices.ContainsFunc(jobs, func(j Job) bool { return j.ID == id }) {
-					continue // its container was found: that is the better measure
+	if s.rules.ProcessTree {
+		roots := map[int64][]int{}
+		byConmon := map[int64]bool{}
+		for pid, p := range s.procs {
+			switch {
+			case p.cjob != 0:
+				// A conmon whose container has no cgroup found: the
+				// container's processes are its descendants.
+				if c := s.containers[p.cid]; c == nil || c.gen != s.gen {
+					roots[p.cjob] = append(roots[p.cjob], pid)
+					byConmon[p.cjob] = true
 				}
-				slices.Sort(pids)
-				jobs = append(jobs, Job{ID: id, Kind: KindProcessTree, PIDs: pids, Via: ViaEnviron})
+			case p.trusted && p.jobID != 0 && !p.inScope && !inContainer[pid]:
+				roots[p.jobID] = append(roots[p.jobID], pid)
 			}
+		}
+		for id, pids := range roots {
+			if slices.ContainsFunc(jobs, func(j Job) bool { return j.ID == id }) {
+				continue // its container was found: that is the better measure
+			}
+			slices.Sort(pids)
+			via := ViaEnviron
+			if byConmon[id] {
+				via = ViaConmon
+			}
+			jobs = append(jobs, Job{ID: id, Kind: KindProcessTree, PIDs: pids, Via: via})
 		}
 	}
 
@@ -443,13 +464,28 @@ func trustedCmdline(r *fileReader, rules *compiled, file string) bool {
 // in the pod name (PodNameEnv) from pid's environment, and wipes the
 // buffer the environment was read into.
 func (s *Scanner) environIDs(pid int, pod bool) (jobID, podJob int64) {
-	return environIDs(&s.r, s.rules, s.procFile(pid, "environ"), pod)
+	jobID, podJob, err := environIDs(&s.r, s.rules, s.procFile(pid, "environ"), pod)
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		s.environDenied++
+	}
+	return jobID, podJob
 }
 
-func environIDs(r *fileReader, rules *compiled, file string, pod bool) (jobID, podJob int64) {
+// EnvironDenied returns how many reads of a trusted process's environment
+// were refused (EACCES, EPERM) since the last call: the agent runs as
+// another user than the job's without CAP_SYS_PTRACE and
+// CAP_DAC_READ_SEARCH. Such a container is placed only by what is
+// world-readable (conmon), such a process-tree job not at all.
+func (s *Scanner) EnvironDenied() int {
+	n := s.environDenied
+	s.environDenied = 0
+	return n
+}
+
+func environIDs(r *fileReader, rules *compiled, file string, pod bool) (jobID, podJob int64, err error) {
 	env, err := r.read(file)
 	if err != nil {
-		return 0, 0
+		return 0, 0, err
 	}
 	defer r.wipe()
 	if v, ok := envValue(env, rules.jobKey); ok {
@@ -462,18 +498,18 @@ func environIDs(r *fileReader, rules *compiled, file string, pod bool) (jobID, p
 			}
 		}
 	}
-	return jobID, podJob
+	return jobID, podJob, nil
 }
 
-// procPass reads the comm of every process new or not yet stable: it returns the trusted
-// processes outside container cgroups by job id (roots of process-tree
-// jobs) and the job id of each container a conmon process monitors.
-func (s *Scanner) procPass(inContainer map[int]bool) (roots map[int64][]int, conmons map[string]int64, err error) {
+// procPass reads the comm of every process new or not yet stable, and
+// returns the job id of each container a conmon process monitors. It
+// leaves in s.procs what it learnt of each live process.
+func (s *Scanner) procPass() (conmons map[string]int64, err error) {
 	s.pidBuf, err = s.r.pids(s.procRoot, s.pidBuf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list processes in %q: %w", s.procRoot, err)
+		return nil, fmt.Errorf("list processes in %q: %w", s.procRoot, err)
 	}
-	roots, conmons = map[int64][]int{}, map[string]int64{}
+	conmons = map[string]int64{}
 	for _, pid := range s.pidBuf {
 		p := s.procs[pid]
 		if p == nil || p.stable < stableAfter {
@@ -493,20 +529,20 @@ func (s *Scanner) procPass(inContainer map[int]bool) (roots map[int64][]int, con
 		if p.cid != "" && p.cjob != 0 {
 			conmons[p.cid] = p.cjob
 		}
-		if p.trusted && p.jobID != 0 && !p.inScope && !inContainer[pid] {
-			roots[p.jobID] = append(roots[p.jobID], pid)
-		}
 	}
 	for pid, p := range s.procs {
 		if p.gen != s.gen {
 			delete(s.procs, pid)
 		}
 	}
-	return roots, conmons, nil
+	return conmons, nil
 }
 
-// learn fills a new procState: a conmon's container and name, or a
-// trusted process's job id.
+// learn fills a new procState: a conmon's container and name, from its
+// command line; a trusted process's cgroup, and, with ProcessTree, the
+// job id in its environment when it is in no container's cgroup. The
+// environment is the one source that needs privileges: it is read last,
+// and only for the process-tree fallback.
 func (s *Scanner) learn(pid int, p *procState) {
 	if s.rules.ConmonComm != "" && p.comm == s.rules.ConmonComm {
 		b, err := s.r.read(s.procFile(pid, "cmdline"))
@@ -521,38 +557,81 @@ func (s *Scanner) learn(pid int, p *procState) {
 		return
 	}
 	p.trusted = s.trusted(pid, []byte(p.comm))
-	if p.trusted {
-		p.jobID, _ = s.environIDs(pid, false)
+	if !p.trusted {
+		return
 	}
-	if p.jobID != 0 {
-		p.inScope = s.inContainerCgroup(pid)
+	p.inScope = s.inContainerCgroup(pid)
+	if s.rules.ProcessTree && !p.inScope {
+		p.jobID, _ = s.environIDs(pid, false)
 	}
 }
 
-// inContainerCgroup reports whether /proc/<pid>/cgroup puts the process
-// in a cgroup a scope rule matches, in any hierarchy: then it belongs to
-// a container job even when Scan has not looked into that container at
-// this poll, and is no process-tree root.
+// inContainerCgroup reports whether /proc/<pid>/cgroup (world-readable)
+// puts the process in a cgroup a scope rule's name matches, in any
+// hierarchy: then it belongs to a container job even when Scan has not
+// looked into that container at this poll, and is no process-tree root.
+// A container cgroup the walk does not reach (under a top no rule names,
+// or deeper than MaxDepth) is noted for Unwalked.
 func (s *Scanner) inContainerCgroup(pid int) bool {
 	b, err := s.r.read(s.procFile(pid, "cgroup"))
 	if err != nil {
 		return false
 	}
+	in := false
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		// "hierarchy-id:controllers:path"
 		parts := bytes.SplitN(line, []byte(":"), 3)
 		if len(parts) != 3 {
 			continue
 		}
-		for _, elem := range bytes.Split(parts[2], []byte("/")) {
+		elems := bytes.Split(parts[2], []byte("/")) // elems[0] is "" (the root)
+		for i, elem := range elems {
+			walked, matched := false, false
 			for _, rule := range s.rules.scopes {
-				if rule.name.Match(elem) {
-					return true
+				if !rule.name.Match(elem) {
+					continue
 				}
+				matched = true
+				if i >= 2 && i-1 <= s.rules.MaxDepth {
+					if ok, _ := path.Match(rule.top, string(elems[1])); ok {
+						walked = true
+					}
+				}
+			}
+			if matched {
+				in = true
+				if !walked {
+					s.noteUnwalked(string(bytes.Join(elems[:i+1], []byte("/"))))
+				}
+				break
 			}
 		}
 	}
-	return false
+	return in
+}
+
+// maxUnwalked bounds the unwalked cgroups remembered, so that each is
+// told once.
+const maxUnwalked = 4096
+
+func (s *Scanner) noteUnwalked(cg string) {
+	if _, ok := s.unwalkedSeen[cg]; ok || len(s.unwalkedSeen) >= maxUnwalked {
+		return
+	}
+	s.unwalkedSeen[cg] = struct{}{}
+	s.unwalked = append(s.unwalked, cg)
+}
+
+// Unwalked returns the container cgroups (by their /proc/PID/cgroup path)
+// seen since the last call that hold a trusted process (ansible-runner,
+// ansible-playbook) but lie where the scope rules do not look: under a
+// top-level cgroup no rule names (podman's cgroup_parent, kind's
+// kubelet.slice) or deeper than MaxDepth. Each is returned once in the
+// Scanner's life; none of them is measured. The caller owns the slice.
+func (s *Scanner) Unwalked() []string {
+	out := s.unwalked
+	s.unwalked = nil
+	return out
 }
 
 // conmonArgs finds the container id (-c, --cid) and name (-n, --name) in

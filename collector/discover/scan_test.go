@@ -47,8 +47,9 @@ func TestScanPodmanV2(t *testing.T) {
 	got := scanTree(t, "testdata/podman-v2", DefaultRules())
 	checkJobs(t, got, []Job{
 		// Rootful, systemd manager: the processes are in crun's
-		// "container" sub-group; ansible-playbook's JOB_ID names the job.
-		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: []int{4711, 4790, 4791}, Via: ViaEnviron},
+		// "container" sub-group; conmon's world-readable --name names
+		// the job before ansible-playbook's environment is read.
+		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: []int{4711, 4790, 4791}, Via: ViaConmon},
 		// Rootless under user@1000.service, before ansible-playbook
 		// starts: only conmon's --name says the job (dumb-init's JOB_ID
 		// is not trusted).
@@ -93,11 +94,35 @@ func TestScanKubernetesV2(t *testing.T) {
 	}
 }
 
+// treeRules are the default rules with the process-tree fallback on.
+func treeRules() Rules {
+	r := DefaultRules()
+	r.ProcessTree = true
+	return r
+}
+
 func TestScanReceptorProcessTree(t *testing.T) {
-	got := scanTree(t, "testdata/receptor-v2", DefaultRules())
+	got := scanTree(t, "testdata/receptor-v2", treeRules())
 	checkJobs(t, got, []Job{
-		// 950 and 951 by comm, 955 as python3 running ansible-playbook;
-		// podman (930) has JOB_ID but is not trusted.
+		// The conmons (940, 941) whose containers have no cgroup, by
+		// their world-readable -n; 950 and 951 by comm, 955 as python3
+		// running ansible-playbook; podman (930) has JOB_ID but is not
+		// trusted.
+		{ID: 103, Kind: KindProcessTree, PIDs: []int{940, 950, 951, 955}, Via: ViaConmon},
+		{ID: 104, Kind: KindProcessTree, PIDs: []int{941, 960}, Via: ViaConmon},
+	})
+	// Without conmons (another container engine) the environment alone
+	// tells.
+	noConmon := t.TempDir()
+	if err := os.CopyFS(noConmon, os.DirFS("testdata/receptor-v2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []string{"940", "941"} {
+		if err := os.RemoveAll(filepath.Join(noConmon, "proc", pid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkJobs(t, scanTree(t, noConmon, treeRules()), []Job{
 		{ID: 103, Kind: KindProcessTree, PIDs: []int{950, 951, 955}, Via: ViaEnviron},
 		{ID: 104, Kind: KindProcessTree, PIDs: []int{960}, Via: ViaEnviron},
 	})
@@ -111,14 +136,15 @@ func TestScanReceptorProcessTree(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "proc/960/cgroup"), []byte(cg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ids := jobIDs(scanTree(t, dir, DefaultRules())); !slices.Equal(ids, []int64{103}) {
+	if err := os.RemoveAll(filepath.Join(dir, "proc/941")); err != nil { // 104's conmon would tell it
+		t.Fatal(err)
+	}
+	if ids := jobIDs(scanTree(t, dir, treeRules())); !slices.Equal(ids, []int64{103}) {
 		t.Fatalf("with 960 in a container cgroup found %v; want [103]", ids)
 	}
 
-	r := DefaultRules()
-	r.ProcessTree = false
-	if got := scanTree(t, "testdata/receptor-v2", r); len(got) != 0 {
-		t.Fatalf("with ProcessTree off found %+v; want none", got)
+	if got := scanTree(t, "testdata/receptor-v2", DefaultRules()); len(got) != 0 {
+		t.Fatalf("with ProcessTree off (the default) found %+v; want none", got)
 	}
 }
 
@@ -292,7 +318,7 @@ func TestScanV1CgroupfsDrivers(t *testing.T) {
 	got := scanTree(t, root, DefaultRules())
 	checkJobs(t, got, []Job{
 		{ID: 77, Kind: KindKubernetes, Cgroup: "/kubepods/burstable/" + uid + "/" + k8s, ContainerID: k8s, PIDs: []int{3010}, Via: ViaPodName},
-		{ID: 78, Kind: KindPodman, Cgroup: "/libpod_parent/libpod-" + podman, ContainerID: podman, PIDs: []int{3101}, Via: ViaEnviron},
+		{ID: 78, Kind: KindPodman, Cgroup: "/libpod_parent/libpod-" + podman, ContainerID: podman, PIDs: []int{3101}, Via: ViaConmon},
 	})
 }
 

@@ -14,8 +14,10 @@ import (
 const clockTick = time.Second / 100
 
 // Tree measures a job that has no cgroup of its own from /proc: the
-// trusted processes whose environment has JobIDEnv=<id>, and all their
-// descendants. It offers the reads of collector/cgroup's Cgroup (CPU,
+// children of the conmon that monitors its container (conmon's -n names
+// ansible_runner_<id>: world-readable, as podman runs even a container
+// with no cgroup of its own), the trusted processes whose environment has
+// JobIDEnv=<id>, and all their descendants. It offers the reads of collector/cgroup's Cgroup (CPU,
 // Memory, PIDs, Populated), with the same meaning as far as /proc allows:
 //
 //   - CPU is a counter of the time the members used, added up pass by
@@ -119,6 +121,9 @@ type cachedProc struct {
 	trusted bool
 	comm    string
 	stable  int
+	// conmonJob is, for a conmon process, the job its container name
+	// (-n ansible_runner_<id>) says; 0 for any other process.
+	conmonJob int64
 }
 
 // readProc reads a process's stat (and, for a Python interpreter, its
@@ -143,6 +148,15 @@ func (t *Tree) readProc(pid int) (treeProc, bool) {
 			trusted = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
 		}
 		c.trusted = trusted
+		if t.rules.ConmonComm != "" && string(comm) == t.rules.ConmonComm {
+			if b, err := t.r.read(t.procRoot + "/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
+				if _, name := conmonArgs(b); name != nil {
+					if m := t.rules.conmonName.FindSubmatch(name); m != nil {
+						c.conmonJob, _ = parseJobID(m[1])
+					}
+				}
+			}
+		}
 		t.cache[pid] = c
 	}
 	c.gen = t.gen
@@ -325,18 +339,24 @@ func (t *Tree) pass() error {
 	}
 
 	t.leave()
-	// Roots: trusted processes whose environment names the job.
+	// Roots: the children of the conmon whose container name names the
+	// job (world-readable), and trusted processes whose environment
+	// names it.
 	for pid, p := range t.snap {
-		if !p.trusted {
+		if _, ok := t.members[pid]; ok {
 			continue
 		}
-		if _, ok := t.members[pid]; ok {
+		if c := t.cache[p.ppid]; c != nil && c.conmonJob == t.jobID {
+			t.members[pid] = member{start: p.start, joined: true}
+			continue
+		}
+		if !p.trusted {
 			continue
 		}
 		id := procID{pid, p.start}
 		jobID, seen := t.envSeen[id]
 		if !seen {
-			jobID, _ = environIDs(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/environ", false)
+			jobID, _, _ = environIDs(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/environ", false)
 			t.envSeen[id] = jobID
 		}
 		if jobID == t.jobID {

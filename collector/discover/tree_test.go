@@ -418,3 +418,30 @@ func TestTreeCPU(t *testing.T) {
 		}
 	})
 }
+
+// TestTreeByConmon finds a job's tree with no environment readable: the
+// children of the conmon whose -n names the job are its roots (conmon
+// itself is not measured); 955, known by its environment alone, is not.
+func TestTreeByConmon(t *testing.T) {
+	p := newFakeProc(t)
+	envs, _ := filepath.Glob(filepath.Join(p.dir, "*", "environ"))
+	for _, f := range envs {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := NewTree(p.dir, 103, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, tr).members; !slices.Equal(got, []int{950, 951, 952, 953}) {
+		t.Errorf("members %v, want conmon 940's descendants 950-953", got)
+	}
+	tr, err = NewTree(p.dir, 104, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, tr).members; !slices.Equal(got, []int{960}) {
+		t.Errorf("members %v, want conmon 941's child 960", got)
+	}
+}

@@ -1,7 +1,16 @@
-// Package awxtest is a fake AWX API server for tests. It serves jobs whose
-// events are real ansible-runner job_events directories, in the shape of
-// AWX's API (see package awx for the facts it mimics): the job at
-// /api/v2/jobs/{id}/ and its events at /api/v2/jobs/{id}/job_events/, with
+// Package awxtest is a fake AWX API server for tests. It serves unified
+// jobs whose events are real ansible-runner job_events directories, in
+// the shape of AWX's API (see package awx for the facts it mimics): a
+// playbook job at /api/v2/jobs/{id}/ and its events at
+// /api/v2/jobs/{id}/job_events/; an ad hoc command, project update,
+// inventory update or system job at /api/v2/<type>s/{id}/ and its events
+// at /api/v2/<type>s/{id}/events/, each event in its type's serializer's
+// fields (awx/api/serializers.py: AdHocCommandEventSerializer has no
+// task, play, playbook, role or parent_uuid; ProjectUpdateEventSerializer
+// is the job event's without job, parent_uuid and host); every job in
+// /api/v2/unified_jobs/?id={id} with its type and url, in its type's list
+// shape (event_processing_finished left out, as UnifiedJobListSerializer
+// does). Lists have
 // page_size (25 by default, at most 200) and page, relative next and
 // previous links, the order_by=counter and -counter sorts, the counter,
 // counter__gt, counter__gte, counter__lt and counter__lte filters, and a
@@ -33,6 +42,9 @@ import (
 	"time"
 )
 
+// types are the unified job types served, each at /api/v2/<type>s/.
+var types = []string{"job", "ad_hoc_command", "project_update", "inventory_update", "system_job"}
+
 // Page sizes, as AWX's.
 const (
 	DefaultPageSize = 25
@@ -54,14 +66,19 @@ type Options struct {
 	LinkPrefix string
 }
 
-// Job is the metadata the server answers for a job.
+// Job is the metadata the server answers for a unified job.
 type Job struct {
-	ID            int64
-	Name          string
-	Status        string // "running" when ""
-	TemplateID    int64  // 0 answers job_template null
-	TemplateName  string
+	ID int64
+	// Type is the unified job's type: "job" (when ""), "ad_hoc_command",
+	// "project_update", "inventory_update" or "system_job".
+	Type         string
+	Name         string
+	Status       string // "running" when ""
+	TemplateID   int64  // 0 answers job_template null
+	TemplateName string
+	// Playbook is a playbook job's; ModuleName an ad hoc command's.
 	Playbook      string
+	ModuleName    string
 	ExecutionNode string
 	// Started and Finished are answered when not zero.
 	Started, Finished time.Time
@@ -69,7 +86,7 @@ type Job struct {
 	EventProcessingFinished bool
 	// Forks is answered as forks (AWX's 0: ansible's default),
 	// SCMRevision as scm_revision, EEImage as
-	// summary_fields.execution_environment.image ("": null).
+	// summary_fields.execution_environment.image ("": null); jobs only.
 	Forks       int
 	SCMRevision string
 	EEImage     string
@@ -130,8 +147,14 @@ func NewServer(opts Options) *Server {
 	}
 	s := &Server{opts: opts, jobs: map[int64]*job{}, faults: map[int]Fault{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v2/jobs/{id}/{$}", s.serveJob)
+	mux.HandleFunc("GET /api/v2/unified_jobs/{$}", s.serveUnified)
 	mux.HandleFunc("GET /api/v2/jobs/{id}/job_events/{$}", s.serveEvents)
+	for _, typ := range types {
+		mux.HandleFunc("GET /api/v2/"+typ+"s/{id}/{$}", s.serveJob)
+		if typ != "job" {
+			mux.HandleFunc("GET /api/v2/"+typ+"s/{id}/events/{$}", s.serveEvents)
+		}
+	}
 	s.ts = httptest.NewServer(s.logged(mux))
 	s.URL = s.ts.URL
 	return s
@@ -148,6 +171,9 @@ func (s *Server) AddJob(meta Job, dir string) {
 	if meta.Status == "" {
 		meta.Status = "running"
 	}
+	if meta.Type == "" {
+		meta.Type = "job"
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.jobs[meta.ID] = &job{meta: meta, dir: dir, parsed: map[string]event{}}
@@ -161,6 +187,12 @@ func (s *Server) SetJob(meta Job) {
 	if j, ok := s.jobs[meta.ID]; ok {
 		if meta.Status == "" {
 			meta.Status = "running"
+		}
+		if meta.Type == "" {
+			meta.Type = "job"
+		}
+		if meta.Type != j.meta.Type {
+			j.parsed = map[string]event{} // shaped as the old type's
 		}
 		j.meta = meta
 	}
@@ -220,7 +252,7 @@ func (s *Server) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		n := len(s.log) + 1
-		s.log = append(s.log, Request{N: n, Path: r.URL.Path, Query: r.URL.RawQuery, JobID: pathJobID(r.URL.Path)})
+		s.log = append(s.log, Request{N: n, Path: r.URL.Path, Query: r.URL.RawQuery, JobID: requestJobID(r)})
 		fault, faulty := s.faults[n]
 		token := s.opts.Token
 		s.mu.Unlock()
@@ -244,15 +276,21 @@ func (s *Server) logged(next http.Handler) http.Handler {
 	})
 }
 
-// pathJobID reads the job id of /api/v2/jobs/{id}/…; 0 when none.
-func pathJobID(path string) int64 {
-	rest, ok := strings.CutPrefix(path, "/api/v2/jobs/")
-	if !ok {
-		return 0
+// requestJobID reads the job id a request names: of
+// /api/v2/<type>s/{id}/… or /api/v2/unified_jobs/?id={id}; 0 when none.
+func requestJobID(r *http.Request) int64 {
+	if r.URL.Path == "/api/v2/unified_jobs/" {
+		id, _ := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
+		return id
 	}
-	idText, _, _ := strings.Cut(rest, "/")
-	id, _ := strconv.ParseInt(idText, 10, 64)
-	return id
+	for _, typ := range types {
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/api/v2/"+typ+"s/"); ok {
+			idText, _, _ := strings.Cut(rest, "/")
+			id, _ := strconv.ParseInt(idText, 10, 64)
+			return id
+		}
+	}
+	return 0
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -265,7 +303,9 @@ func notFound(w http.ResponseWriter) {
 	writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not found."})
 }
 
-// lookup returns the job the request names.
+// lookup returns the job the request's path names, when it is of the
+// type the path's list is of (/api/v2/ad_hoc_commands/{id}/ answers 404
+// for a playbook job's id, as AWX does).
 func (s *Server) lookup(r *http.Request) (*job, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
@@ -274,6 +314,9 @@ func (s *Server) lookup(r *http.Request) (*job, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j, ok := s.jobs[id]
+	if !ok || !strings.HasPrefix(r.URL.Path, "/api/v2/"+j.meta.Type+"s/") {
+		return nil, false
+	}
 	return j, ok
 }
 
@@ -286,32 +329,77 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	m := j.meta
 	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, jobBody(m, true))
+}
+
+// serveUnified answers /api/v2/unified_jobs/ filtered by id (the only
+// filter the agent uses; without it, every job), one page.
+func (s *Server) serveUnified(w http.ResponseWriter, r *http.Request) {
+	var want int64 = -1
+	if v := r.URL.Query().Get("id"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"id": []string{fmt.Sprintf("Enter a whole number: %q", v)}})
+			return
+		}
+		want = n
+	}
+	s.mu.Lock()
+	var metas []Job
+	for id, j := range s.jobs {
+		if want < 0 || id == want {
+			metas = append(metas, j.meta)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(metas, func(a, b Job) int { return cmp.Compare(b.ID, a.ID) })
+	results := make([]map[string]any, 0, len(metas))
+	for _, m := range metas {
+		results = append(results, jobBody(m, false))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": len(results), "next": nil, "previous": nil, "results": results})
+}
+
+// jobBody is a unified job as its type's serializer writes it; detail
+// adds what only the detail view has (event_processing_finished).
+func jobBody(m Job, detail bool) map[string]any {
 	body := map[string]any{
-		"id": m.ID, "type": "job", "url": fmt.Sprintf("/api/v2/jobs/%d/", m.ID),
-		"name": m.Name, "status": m.Status, "playbook": m.Playbook,
-		"execution_node": m.ExecutionNode, "job_template": nil,
+		"id": m.ID, "type": m.Type, "url": fmt.Sprintf("/api/v2/%ss/%d/", m.Type, m.ID),
+		"name": m.Name, "status": m.Status, "execution_node": m.ExecutionNode,
 		"failed":  m.Status == "failed" || m.Status == "error",
-		"started": nil, "finished": nil,
-		"event_processing_finished": m.EventProcessingFinished,
-		"forks":                     m.Forks, "scm_revision": m.SCMRevision, "execution_environment": nil,
+		"started": nil, "finished": nil, "launch_type": "manual",
+		"summary_fields": map[string]any{},
 	}
-	summary := map[string]any{}
-	if m.TemplateID != 0 {
-		body["job_template"] = m.TemplateID
-		summary["job_template"] = map[string]any{"id": m.TemplateID, "name": m.TemplateName, "description": ""}
+	switch m.Type {
+	case "job":
+		body["playbook"], body["job_template"], body["job_type"] = m.Playbook, nil, "run"
+		body["forks"], body["scm_revision"], body["execution_environment"] = m.Forks, m.SCMRevision, nil
+		summary := map[string]any{}
+		if m.TemplateID != 0 {
+			body["job_template"] = m.TemplateID
+			body["unified_job_template"] = m.TemplateID
+			summary["job_template"] = map[string]any{"id": m.TemplateID, "name": m.TemplateName, "description": ""}
+		}
+		if m.EEImage != "" {
+			body["execution_environment"] = 1
+			summary["execution_environment"] = map[string]any{"id": 1, "name": "job ee", "description": "", "image": m.EEImage}
+		}
+		body["summary_fields"] = summary
+	case "ad_hoc_command":
+		body["module_name"], body["module_args"], body["job_type"], body["limit"] = m.ModuleName, "", "run", ""
+	case "project_update":
+		body["job_type"], body["scm_type"] = "check", "git"
 	}
-	if m.EEImage != "" {
-		body["execution_environment"] = 1
-		summary["execution_environment"] = map[string]any{"id": 1, "name": "job ee", "description": "", "image": m.EEImage}
+	if detail {
+		body["event_processing_finished"] = m.EventProcessingFinished
 	}
-	body["summary_fields"] = summary
 	if !m.Started.IsZero() {
 		body["started"] = m.Started.UTC().Format(awxTime)
 	}
 	if !m.Finished.IsZero() {
 		body["finished"] = m.Finished.UTC().Format(awxTime)
 	}
-	writeJSON(w, http.StatusOK, body)
+	return body
 }
 
 // awxTime is how AWX's API writes times: UTC, microseconds, Z.
@@ -433,7 +521,7 @@ func (s *Server) link(r *http.Request, page int) string {
 // events returns the job's visible events in counter order.
 func (s *Server) events(j *job) ([]event, error) {
 	s.mu.Lock()
-	dir, id, lag, now := j.dir, j.meta.ID, s.opts.Lag, s.opts.Now()
+	dir, id, typ, lag, now := j.dir, j.meta.ID, j.meta.Type, s.opts.Lag, s.opts.Now()
 	s.mu.Unlock()
 	if dir == "" {
 		return nil, nil
@@ -455,7 +543,7 @@ func (s *Server) events(j *job) ([]event, error) {
 		ev, ok := j.parsed[name]
 		s.mu.Unlock()
 		if !ok {
-			ev, err = readEvent(filepath.Join(dir, name), id)
+			ev, err = readEvent(filepath.Join(dir, name), typ, id)
 			if err != nil {
 				continue // being written, or not an event: skipped, as AWX never saw it
 			}
@@ -479,8 +567,8 @@ var createdLayouts = [...]string{
 }
 
 // readEvent reads a runner job event file and shapes it as AWX's API
-// answers it.
-func readEvent(path string, jobID int64) (event, error) {
+// answers an event of a unified job of type typ.
+func readEvent(path, typ string, jobID int64) (event, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return event{}, err
@@ -512,11 +600,11 @@ func readEvent(path string, jobID int64) (event, error) {
 	c := int64(counter)
 	body := map[string]any{
 		"id":          jobID*1_000_000 + c,
-		"type":        "job_event",
-		"url":         fmt.Sprintf("/api/v2/job_events/%d/", jobID*1_000_000+c),
+		"type":        typ + "_event",
+		"url":         fmt.Sprintf("/api/v2/%s_events/%d/", typ, jobID*1_000_000+c),
 		"created":     created.Format(awxTime),
 		"modified":    created.Format(awxTime),
-		"job":         jobID,
+		typ:           jobID,
 		"event":       raw["event"],
 		"counter":     c,
 		"event_data":  data2,
@@ -536,9 +624,33 @@ func readEvent(path string, jobID int64) (event, error) {
 		"end_line":    raw["end_line"],
 		"verbosity":   0,
 	}
+	// Each type's event serializer (awx/api/serializers.py) leaves out
+	// what its model does not have.
+	switch typ {
+	case "project_update":
+		delete(body, "parent_uuid")
+		delete(body, "host")
+	case "ad_hoc_command":
+		for _, k := range []string{"event_level", "parent_uuid", "playbook", "play", "task", "role"} {
+			delete(body, k)
+		}
+	case "inventory_update", "system_job":
+		for _, k := range []string{"event_level", "parent_uuid", "playbook", "play", "task", "role", "host", "host_name"} {
+			delete(body, k)
+		}
+	}
 	return event{counter: c, created: created, body: body}, nil
 }
 
-// EventsPath is the path of a job's events list, for tests that build
-// links.
+// EventsPath is the path of a playbook job's events list, for tests that
+// build links.
 func EventsPath(jobID int64) string { return fmt.Sprintf("/api/v2/jobs/%d/job_events/", jobID) }
+
+// TypeEventsPath is the path of the events list of a unified job of type
+// typ.
+func TypeEventsPath(typ string, jobID int64) string {
+	if typ == "" || typ == "job" {
+		return EventsPath(jobID)
+	}
+	return fmt.Sprintf("/api/v2/%ss/%d/events/", typ, jobID)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -185,5 +186,87 @@ func TestJobMetadataAndFaults(t *testing.T) {
 	var p page
 	if s := get(t, srv, "", "/api/v2/jobs/5/job_events/", &p); s != 200 || p.Count != 0 || len(p.Results) != 0 {
 		t.Fatalf("a job without events: %d %+v", s, p)
+	}
+}
+
+const adHocEvents = "../../../testdata/ansible/runner-adhoc/artifacts/adhoc/job_events"
+
+// TestUnifiedJobsShapes checks the unified jobs list and each type's
+// detail and events in the fields AWX's serializers give them: an ad hoc
+// command's events name the command and have no task, play, playbook or
+// parent_uuid field; a project update's have no job and no parent_uuid;
+// a type's list answers 404 for another type's id.
+func TestUnifiedJobsShapes(t *testing.T) {
+	srv := awxtest.NewServer(awxtest.Options{})
+	defer srv.Close()
+	srv.AddJob(awxtest.Job{ID: 42}, loopsEvents)
+	srv.AddJob(awxtest.Job{ID: 43, Type: "ad_hoc_command", ModuleName: "shell"}, adHocEvents)
+	srv.AddJob(awxtest.Job{ID: 44, Type: "project_update"}, loopsEvents)
+
+	var list struct {
+		Count   int              `json:"count"`
+		Results []map[string]any `json:"results"`
+	}
+	f := func(id int64, typ, url string) {
+		t.Helper()
+		if code := get(t, srv, "", "/api/v2/unified_jobs/?id="+strconv.FormatInt(id, 10), &list); code != 200 || list.Count != 1 || len(list.Results) != 1 {
+			t.Fatalf("unified job %d: %d, %+v", id, code, list)
+		}
+		r := list.Results[0]
+		if r["type"] != typ || r["url"] != url || r["id"] != float64(id) {
+			t.Errorf("unified job %d: type %v url %v id %v; want %s %s", id, r["type"], r["url"], r["id"], typ, url)
+		}
+		if _, ok := r["event_processing_finished"]; ok {
+			t.Errorf("unified job %d: the list has event_processing_finished", id)
+		}
+		var detail map[string]any
+		if code := get(t, srv, "", url, &detail); code != 200 || detail["type"] != typ {
+			t.Errorf("detail of %d at %s: %d %v", id, url, code, detail["type"])
+		}
+		if _, ok := detail["event_processing_finished"]; !ok {
+			t.Errorf("detail of %d: no event_processing_finished", id)
+		}
+	}
+	f(42, "job", "/api/v2/jobs/42/")
+	f(43, "ad_hoc_command", "/api/v2/ad_hoc_commands/43/")
+	f(44, "project_update", "/api/v2/project_updates/44/")
+	if code := get(t, srv, "", "/api/v2/unified_jobs/?id=45", &list); code != 200 || list.Count != 0 || len(list.Results) != 0 {
+		t.Errorf("unknown id: %d %+v, want an empty list", code, list)
+	}
+	for _, p := range []string{"/api/v2/jobs/43/", "/api/v2/jobs/43/job_events/", "/api/v2/ad_hoc_commands/42/", "/api/v2/ad_hoc_commands/44/events/"} {
+		if code := get(t, srv, "", p, nil); code != 404 {
+			t.Errorf("%s: %d, want 404 (another type's id)", p, code)
+		}
+	}
+
+	var events struct {
+		Count   int              `json:"count"`
+		Results []map[string]any `json:"results"`
+	}
+	if code := get(t, srv, "", awxtest.TypeEventsPath("ad_hoc_command", 43)+"?page_size=200", &events); code != 200 || events.Count != 4 {
+		t.Fatalf("ad hoc events: %d, %d events, want the run's 4", code, events.Count)
+	}
+	for _, ev := range events.Results {
+		if ev["type"] != "ad_hoc_command_event" || ev["ad_hoc_command"] != float64(43) || ev["host_name"] == nil {
+			t.Errorf("ad hoc event %v: type %v, ad_hoc_command %v", ev["counter"], ev["type"], ev["ad_hoc_command"])
+		}
+		for _, k := range []string{"task", "play", "playbook", "role", "parent_uuid", "job"} {
+			if _, ok := ev[k]; ok {
+				t.Errorf("ad hoc event %v has %q, which AdHocCommandEventSerializer does not", ev["counter"], k)
+			}
+		}
+	}
+	events.Results = nil // decoding into the same maps would merge them
+	if code := get(t, srv, "", awxtest.TypeEventsPath("project_update", 44)+"?page_size=1", &events); code != 200 || len(events.Results) != 1 {
+		t.Fatalf("project update events: %d %+v", code, events)
+	}
+	ev := events.Results[0]
+	if ev["type"] != "project_update_event" || ev["project_update"] != float64(44) || ev["task"] == nil {
+		t.Errorf("project update event: %v", ev)
+	}
+	for _, k := range []string{"job", "parent_uuid", "host"} {
+		if _, ok := ev[k]; ok {
+			t.Errorf("project update event has %q", k)
+		}
 	}
 }
