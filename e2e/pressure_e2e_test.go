@@ -11,14 +11,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/peakline/peakline/collector/testscale"
 	"github.com/peakline/peakline/tsdb/history"
 )
 
 // pressurePlaybook does a fixed amount of work: its CPU task counts down
-// {{ work }} × 60 million in Python (about 2 CPU seconds per unit on an
-// idle machine, more under load), so only CPU stolen by other work makes
-// it slower, never less work. A unit must stay well above the rule's
+// {{ work }} × {{ unit }} in Python (pressureUnit: about 2 CPU seconds per
+// unit on an idle machine, more under load), so only CPU stolen by other
+// work makes it slower, never less work. A unit must stay well above the rule's
 // floors (1 s of duration, 1 CPU second: DefaultFloors), or doubling it
 // on a fast idle machine would not count as a change.
 const pressurePlaybook = `- name: pressure noise
@@ -28,10 +30,19 @@ const pressurePlaybook = `- name: pressure noise
   tasks:
     - name: burn a fixed amount of cpu
       ansible.builtin.command:
-        argv: [python3, -c, "n = {{ work }} * 60000000\nwhile n: n -= 1"]
+        argv: [python3, -c, "n = {{ work }} * {{ unit }}\nwhile n: n -= 1"]
     - name: fork sleepers
       ansible.builtin.shell: "for i in $(seq 1 10); do sleep 1 & done; wait"
 `
+
+// pressureUnit is the countdown of one unit of the CPU task's work: 60
+// million on a host, divided by PEAKLINE_TEST_TIME_SCALE under emulation
+// (make test-v2), whose CPU is that many times slower, so that a unit
+// still takes about 2 CPU seconds of the guest's and the run about as
+// long as on a host.
+func pressureUnit(t *testing.T) int {
+	return int(60e6 / (float64(testscale.Scaled(t, time.Second)) / float64(time.Second)))
+}
 
 // noiseRun is one run of the noise test: its job id, whether CPU hogs
 // competed with it, and the work of its CPU task.
@@ -68,6 +79,17 @@ func TestPressureNoise(t *testing.T) {
 	s := serve(t, "--data", t.TempDir())
 
 	runs := []noiseRun{{"n1", false, 1}, {"n2", false, 1}, {"n3", true, 1}, {"n4", false, 1}, {"n5", true, 1}, {"n6", false, 1}, {"n7", false, 2}}
+	if testscale.Scaled(t, time.Second) > time.Second {
+		// Emulated (make test-v2): an Ansible run takes minutes there,
+		// and a hogged one, its CPU shared with the hogs, several times
+		// as long. Five runs keep three quiet ones as the usual and one
+		// hogged run judged against them; one hog still makes the job
+		// wait for half of its CPU.
+		runs = []noiseRun{{"n1", false, 1}, {"n2", false, 1}, {"n3", true, 1}, {"n4", false, 1}, {"n5", false, 2}}
+		if pin != nil {
+			hogs = 1
+		}
+	}
 	for _, r := range runs {
 		pdd := t.TempDir()
 		for _, d := range []string{"project", "inventory", "env"} {
@@ -75,12 +97,12 @@ func TestPressureNoise(t *testing.T) {
 		}
 		must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(pressurePlaybook), 0o644))
 		must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
-		must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("work: %d\n", r.work)), 0o644))
+		must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("work: %d\nunit: %d\n", r.work, pressureUnit(t))), 0o644))
 		var stop func()
 		if r.hog {
 			stop = startHogs(t, pin, hogs)
 		}
-		args := append(slices.Clone(pin), peaklineBin(t), "collect", "--server", s.URL, "--template", "42", "--poll-interval", "100ms",
+		args := append(slices.Clone(pin), peaklineBin(t), "collect", "--server", s.URL, "--template", "42", "--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(),
 			"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", r.id)
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 		if stop != nil {
@@ -110,7 +132,7 @@ func TestPressureNoise(t *testing.T) {
 	for _, r := range runs {
 		hogged[r.id] = r.hog
 	}
-	const changed = "n7"
+	changed := runs[len(runs)-1].id // the run with twice the work
 	burn := withRule.Tasks[slices.IndexFunc(withRule.Tasks, func(e history.TaskEntry) bool { return e.Name == "burn a fixed amount of cpu" })]
 
 	// The stall each run's CPU task waited, against the runs without hogs.

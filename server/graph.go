@@ -85,7 +85,20 @@ func (s *Server) graph(c echo.Context) error {
 			p.Sizing = sizingEntry(sum)
 		}
 	}
+	p.Pressure = graphpayload.Pressure(pressureInput(job), points)
 	return c.JSON(http.StatusOK, p)
+}
+
+// pressureInput converts the job's stall columns of seconds stalled into
+// the pressure band's input, in the store's column order.
+func pressureInput(job *tsdb.Job) []graphpayload.StallColumn {
+	var cols []graphpayload.StallColumn
+	for _, c := range job.Columns {
+		if sig, ok := history.StallShareSignal(c.Resource.Name); ok && c.Resource.Stall {
+			cols = append(cols, graphpayload.StallColumn{Signal: sig, Ts: c.Ts, Vs: c.Vs})
+		}
+	}
+	return cols
 }
 
 // tasks answers GET /api/v1/jobs/{job}/tasks: every task with exact

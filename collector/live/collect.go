@@ -292,6 +292,11 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	if callback != nil {
 		env = append(env, callback.env...)
 	}
+	// The CPU baseline is read from the empty cgroup, before the command
+	// starts: what the command uses before sampling starts is in the
+	// first sample, not lost.
+	p := newLivePipeline(&cfg, tune, cg, follower, ids, log)
+	p.session.Baseline()
 	cmd, placeErr, err := startInCgroup(&cfg, path, env, cg, log)
 	if err != nil {
 		log.Error("cannot start the command", "err", err)
@@ -303,7 +308,6 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	}
 	log.Debug("command started", "pid", cmd.Process.Pid, "cgroup", cg.Path(), "mode", cg.Mode())
 
-	p := newLivePipeline(&cfg, tune, cg, follower, ids, log)
 	p.start()
 	code := waitCommand(ctx, cmd, log)
 	status := "successful"

@@ -50,7 +50,7 @@ func TestCollectRealCommand(t *testing.T) {
 	const allocBytes = 100 << 20
 	// Two burners of 1s of CPU time each (not wall time: the host may be
 	// busy), one holding 100 MiB.
-	script := fmt.Sprintf(`echo "cgroup=$%s job=$%s"
+	script := fmt.Sprintf(`echo "cgroup=$%s job=$%s start=$(date +%%s%%3N)"
 burn='
 import time, sys
 b = b"x" * int(sys.argv[1])
@@ -94,6 +94,11 @@ exit 3`, EnvCgroup, EnvJobID, allocBytes)
 
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	cg, job, _ := strings.Cut(strings.TrimPrefix(lines[0], "cgroup="), " job=")
+	job, started, _ := strings.Cut(job, " start=")
+	startMs, err := strconv.ParseInt(started, 10, 64)
+	if err != nil {
+		t.Fatalf("command printed %q, want its start time in unix ms", lines[0])
+	}
 	// The shell's `times`, last: the user and system CPU time of its
 	// children, what the cgroup counts (python's own process_time leaves
 	// out part of the kernel's work for the 100 MiB, which varies by host).
@@ -108,7 +113,7 @@ exit 3`, EnvCgroup, EnvJobID, allocBytes)
 	peak := map[string]float64{}
 	n := map[string]int{}
 	got := srv.got()
-	cpuSec := cpuSeconds(got, func(gotSample) bool { return true })
+	cpuSec := cpuSeconds(got, startMs, func(gotSample) bool { return true })
 	for _, s := range got {
 		peak[s.resource] = max(peak[s.resource], s.v)
 		n[s.resource]++
@@ -126,7 +131,14 @@ exit 3`, EnvCgroup, EnvJobID, allocBytes)
 		t.Errorf("cpu peak %.1f%%, want > 50 while two pythons burn (load average %s)", peak["cpu"], bytes.TrimSpace(load))
 	}
 	if cpuSec < 0.9*burnt || cpuSec > 1.5*burnt {
-		t.Errorf("the cpu samples add up to %.2fs of CPU, want about the %.2fs the command's processes used", cpuSec, burnt)
+		var pts []string
+		for _, s := range got {
+			if s.resource == ansible.ResourceCPU {
+				pts = append(pts, fmt.Sprintf("+%dms %.1f%%", s.t-startMs, s.v))
+			}
+		}
+		t.Errorf("the cpu samples add up to %.2fs of CPU, want about the %.2fs the command's processes used; cpu samples from the command's start: %s",
+			cpuSec, burnt, strings.Join(pts, ", "))
 	}
 	if peak["pids"] < 8 {
 		t.Errorf("pids peak %.0f, want ≥ 8 (sh, 2 pythons, 5 sleeps)", peak["pids"])
@@ -222,7 +234,10 @@ func childrenCPU(t *testing.T, line string) float64 {
 	return total
 }
 
-func cpuSeconds(samples []gotSample, keep func(gotSample) bool) float64 {
+// cpuSeconds adds up the CPU time of the kept CPU samples, each over the
+// time since the previous one; the first sample's interval starts at
+// firstFromMs (when the command started; 0: one 250 ms poll interval).
+func cpuSeconds(samples []gotSample, firstFromMs int64, keep func(gotSample) bool) float64 {
 	var cpu []gotSample
 	for _, s := range samples {
 		if s.resource == ansible.ResourceCPU {
@@ -235,9 +250,13 @@ func cpuSeconds(samples []gotSample, keep func(gotSample) bool) float64 {
 		if !keep(cpu[i]) {
 			continue
 		}
-		// The first sample covers the poll interval from the command's
-		// start (250 ms by default), the others the time since the last.
+		// The first sample covers the time from the command's start
+		// (the sampler's baseline is read just before it), the others
+		// the time since the last.
 		intervalMs := 250.0
+		if i == 0 && firstFromMs > 0 {
+			intervalMs = float64(cpu[0].t - firstFromMs)
+		}
 		if i > 0 {
 			intervalMs = float64(cpu[i].t - cpu[i-1].t)
 		}

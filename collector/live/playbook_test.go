@@ -261,7 +261,7 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	if p := peaks["pids"]; p.counter != byName["fork a few"] || p.v < 24 {
 		t.Errorf("pids peak %.0f in counter %d, want ≥ 24 in \"fork a few\" (%d)", p.v, p.counter, byName["fork a few"])
 	}
-	burnt := cpuSeconds(srv.got(), func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
+	burnt := cpuSeconds(srv.got(), 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
 	// The task burns 2 s of CPU time, however long that takes on a busy
 	// machine.
 	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)

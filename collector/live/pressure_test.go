@@ -124,3 +124,42 @@ func TestSamplerPressureV1(t *testing.T) {
 		}
 	})
 }
+
+// lateStats is a job that stalls all the time (waitShare 1), whose stall
+// counters are read a while after its CPU counter on some reads: the
+// collector was held up between the two.
+type lateStats struct {
+	pressureStats
+	reads int
+	last  time.Duration // the counter at the latest read
+}
+
+func (f *lateStats) Pressure() (cgroup.Pressure, error) {
+	f.reads++
+	if f.reads%2 == 0 {
+		time.Sleep(15 * time.Millisecond)
+	}
+	p, err := f.pressureStats.Pressure()
+	f.last = p.CPUStall
+	return p, err
+}
+
+// TestSamplerPressureAllStalled checks the CPU stall samples of a job
+// that stalled all along add up to its counter's growth exactly, though
+// the counter was read after the CPU and the stall between two reads of
+// it exceeds the CPU interval.
+func TestSamplerPressureAllStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStats{pressureStats: pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}, waitShare: 1}}
+		sum := 0.0
+		sampleEvery100ms(t, st, 550*time.Millisecond, func(x liveSample) {
+			if x.resource == ansible.ResourceCPUStall {
+				sum += x.v
+			}
+		})
+		// The baseline read the counter at 0 (no time had passed).
+		if want := st.last.Seconds(); sum < want-1e-9 || sum > want+1e-9 {
+			t.Fatalf("cpu_stall samples add up to %v s, the counter grew by %v s", sum, want)
+		}
+	})
+}

@@ -158,7 +158,7 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	}
 	// The task burns 2 s of CPU time (not of wall time), however busy the
 	// machine.
-	burnt := cpuSeconds(srv.got(), func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
+	burnt := cpuSeconds(srv.got(), 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
 	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)
 	// A sample stands for the interval before it, so up to one interval at
 	// each end of the task lands in its neighbours.

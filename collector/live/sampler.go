@@ -65,9 +65,11 @@ type liveSample struct {
 // (ansible.ResourceCPUStall, …): the counters' growth over the same
 // interval in seconds, stamped like the CPU sample, so a task's stall is
 // the sum of its samples. The job's CPU stall of an interval is at most
-// its wall time: on v1, where it sums the waits of threads that may have
-// waited at once, it is scaled by wall / (waits + run time) when their
-// demand exceeded the interval.
+// the time between the counter's two reads (on v2 the kernel's "some"
+// total, whose growth that is, so the samples add up to the counter's
+// growth exactly); on v1, where it sums the waits of threads that may
+// have waited at once, it is scaled by wall / (waits + run time) when
+// their demand exceeded the interval.
 // node_load is the load average per CPU at the reading. A figure the
 // kernel does not give is not sent at all, and said once in the log.
 //
@@ -99,6 +101,9 @@ type sampler struct {
 	pressure PressureStats
 	prevP    cgroup.Pressure
 	haveP    bool
+	// prevPStart is when (monotonic) the previous read of the stall
+	// counters began.
+	prevPStart time.Duration
 
 	// onLimits is told the memory limit and the OOM kills each time
 	// either changes (killMs: the stamp of the memory reading that saw
@@ -127,10 +132,10 @@ func (s *sampler) baseline() {
 	if s.failed == nil {
 		s.failed = map[string]bool{}
 	}
-	now := s.now()
+	u, now, err := s.readCPU()
 	nowMs := now.at.UnixMilli()
 	s.readMs = map[string]int64{ansible.ResourceCPU: nowMs, ansible.ResourceMemory: nowMs, ansible.ResourcePids: nowMs}
-	if u, err := s.stats.CPU(); err == nil {
+	if err == nil {
 		s.prevCPU, s.prevMono, s.haveCPU = u, now.mono, true
 	}
 	if ps, ok := s.stats.(PressureStats); ok {
@@ -138,9 +143,10 @@ func (s *sampler) baseline() {
 		for _, r := range stallResources {
 			s.readMs[r] = nowMs
 		}
+		pStart := s.now().mono
 		p, err := ps.Pressure()
 		if !s.check(ansible.ResourceCPUStall, err) {
-			s.prevP, s.haveP = p, true
+			s.prevP, s.prevPStart, s.haveP = p, pStart, true
 		}
 		var missing []string
 		if !p.HasCPUStall {
@@ -267,9 +273,49 @@ func (s *sampler) stamp(resource string, now time.Time, stampMs int64, v float64
 	s.emit(x)
 }
 
+// cpuReadTries is how often readCPU reads the counter at most to get a
+// reading whose time is known closely enough.
+const cpuReadTries = 3
+
+// readCPU reads the CPU counter together with the time of the reading: the
+// clock is read before and after the counter, and the reading is dated
+// at the midpoint, off by at most half the gap. A gap of more than a 50th
+// of the CPU interval means the collector was held up around the read
+// (preempted on a busy node, or a virtual machine whose CPU the host did
+// not run) and the counter is read again, up to cpuReadTries times,
+// keeping the closest. A CPU sample divides the counter's growth by the
+// time between two readings; dating a reading after a hold-up instead
+// would stretch one interval and shrink the next by the same amount, so
+// the next one showed more CPU than the job's CPUs can give (seen under
+// emulation: 370 % on 2 CPUs).
+func (s *sampler) readCPU() (time.Duration, instant, error) {
+	limit := s.cpuEvery / 50
+	var (
+		best    time.Duration
+		bestAt  instant
+		bestGap time.Duration = -1
+		err     error
+	)
+	for range cpuReadTries {
+		t0 := s.now()
+		var u time.Duration
+		u, err = s.stats.CPU()
+		t1 := s.now()
+		if err != nil {
+			return 0, t1, err
+		}
+		if gap := t1.mono - t0.mono; bestGap < 0 || gap < bestGap {
+			best, bestAt, bestGap = u, instant{at: t0.at.Add(gap / 2), mono: t0.mono + gap/2}, gap
+		}
+		if bestGap <= limit {
+			break
+		}
+	}
+	return best, bestAt, nil
+}
+
 func (s *sampler) sampleCPU(stampMs int64) {
-	u, err := s.stats.CPU()
-	now := s.now()
+	u, now, err := s.readCPU()
 	if s.check(ansible.ResourceCPU, err) {
 		return
 	}
@@ -293,12 +339,20 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 	if s.pressure == nil {
 		return
 	}
+	pStart := s.now().mono
 	p, err := s.pressure.Pressure()
 	if s.check(ansible.ResourceCPUStall, err) {
 		return
 	}
 	if s.haveP {
 		q := s.prevP
+		// A "some" total grows by at most the time between its two
+		// reads, which lies within the start of the previous read and
+		// the end of this one. The CPU interval (wall) is no bound:
+		// the counters are read just after the CPU counter, and a job
+		// that stalled all along (tasks queued on one CPU) waited a
+		// little longer than wall between them.
+		readSpan := s.now().mono - s.prevPStart
 		delta := func(res string, has, hadBefore bool, cur, prev, limit time.Duration) {
 			if has && hadBefore {
 				d := min(max(cur-prev, 0), limit)
@@ -316,7 +370,7 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 			}
 			s.stamp(ansible.ResourceCPUStall, now, stampMs, dw.Seconds())
 		} else {
-			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, wall)
+			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, readSpan)
 		}
 		delta(ansible.ResourceMemoryStall, p.HasMemoryStall, q.HasMemoryStall, p.MemoryStall, q.MemoryStall, noLimit)
 		delta(ansible.ResourceCPUThrottled, p.HasThrottled, q.HasThrottled, p.Throttled, q.Throttled, noLimit)
@@ -325,7 +379,7 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 			s.stamp(ansible.ResourceNodeLoad, now, stampMs, p.NodeLoad)
 		}
 	}
-	s.prevP, s.haveP = p, true
+	s.prevP, s.prevPStart, s.haveP = p, pStart, true
 }
 
 func (s *sampler) sampleMemory(stampMs int64) {

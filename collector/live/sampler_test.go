@@ -220,3 +220,67 @@ func TestBatcherAttributesAndWaitsForEvents(t *testing.T) {
 		t.Fatalf("tasks sent twice: %+v", sent[1])
 	}
 }
+
+// heldStats is a fakeStats whose collector is held up right after every
+// third CPU read, for hold: the counter is read, then time passes before
+// the read returns (a preempted collector, a virtual CPU the host did not
+// run).
+type heldStats struct {
+	fakeStats
+	hold  time.Duration
+	reads int
+}
+
+func (f *heldStats) CPU() (time.Duration, error) {
+	u, err := f.fakeStats.CPU()
+	f.reads++
+	if f.reads%3 == 0 {
+		time.Sleep(f.hold)
+	}
+	return u, err
+}
+
+// TestSamplerCPUHeldUp checks a CPU reading is dated when the counter was
+// read, not when the read returned: with the collector held up for 40 ms
+// after some reads (two fifths of a 100 ms interval), every CPU sample
+// still says the job's 1.5 CPUs exactly, and the samples add up to the
+// CPU time the counter grew by.
+func TestSamplerCPUHeldUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &heldStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 1.5, mem: 1, pids: 1}, hold: 40 * time.Millisecond}
+		var got []liveSample
+		s := &sampler{
+			stats:    st,
+			cpuEvery: 100 * time.Millisecond, memEvery: time.Hour, pidsEvery: time.Hour,
+			emit: func(x liveSample) { got = append(got, x) },
+			log:  testLogger(t),
+			now:  systemInstants(),
+		}
+		s.baseline()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.run(ctx); close(done) }()
+		time.Sleep(1050 * time.Millisecond)
+		cancel()
+		<-done
+		n := 0
+		sum := 0.0
+		for _, x := range got {
+			if x.resource != ansible.ResourceCPU {
+				continue
+			}
+			n++
+			if x.v < 150-1e-6 || x.v > 150+1e-6 {
+				t.Errorf("cpu %.4f%% over %d–%d ms, want 150 (1.5 CPUs)", x.v, x.fromMs, x.ms)
+			}
+			sum += x.v / 100 * float64(x.ms-x.fromMs) / 1000
+		}
+		if n < 8 {
+			t.Fatalf("%d cpu samples, want at least 8", n)
+		}
+		// The counter's growth from the baseline to the last reading.
+		if want := 1.5 * float64(got[len(got)-1].ms-got[0].fromMs) / 1000; sum < want-0.002 || sum > want+0.002 {
+			t.Errorf("cpu samples add up to %.4f CPU seconds, want %.4f", sum, want)
+		}
+	})
+}

@@ -108,6 +108,7 @@ type Session struct {
 
 	mu                    sync.Mutex
 	started, closed       bool
+	baselined             bool
 	sampleStop, batchStop context.CancelFunc
 	sampleDone, batchDone chan struct{}
 }
@@ -197,9 +198,24 @@ func (s *Session) emit(x liveSample) {
 	s.batcher.add(x)
 }
 
-// Start reads the CPU baseline the first CPU sample is measured from, then
-// samples and flushes in the background. Call it once, as soon as the job
-// runs.
+// Baseline reads the CPU baseline the first CPU sample is measured from,
+// for a job whose cgroup was made for it: called before the job's command
+// starts, the samples hold all the CPU time the job used, however long
+// the collector then takes to start sampling (a busy node, emulation).
+// Start takes no other.
+func (s *Session) Baseline() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.baselined {
+		return
+	}
+	s.baselined = true
+	s.sampler.baseline()
+}
+
+// Start reads the CPU baseline the first CPU sample is measured from
+// (unless Baseline did), then samples and flushes in the background. Call
+// it once, as soon as the job runs.
 func (s *Session) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -211,7 +227,9 @@ func (s *Session) Start() {
 	batchCtx, batchStop := context.WithCancel(context.Background())
 	s.sampleStop, s.batchStop = sampleStop, batchStop
 	s.sampleDone, s.batchDone = make(chan struct{}), make(chan struct{})
-	s.sampler.baseline()
+	if !s.baselined {
+		s.sampler.baseline()
+	}
 	go func() { defer close(s.sampleDone); s.sampler.run(sampleCtx) }()
 	go func() { defer close(s.batchDone); s.batcher.run(batchCtx, s.flush, s.now) }()
 }

@@ -40,7 +40,7 @@ fetch_kernel() {
 		fi
 		rm -rf "$dir" "$dir.tmp"
 		mkdir -p "$dir.tmp"
-		(cd "$dir.tmp" && apt-get download "$pin" >&2) || die "apt-get download $pin"
+		(cd "$dir.tmp" && apt-get -o APT::Sandbox::User=root download "$pin" >&2) || die "apt-get download $pin"
 		dpkg-deb -x "$dir.tmp"/*.deb "$dir.tmp/x" || die "dpkg-deb -x $pkg"
 		mv "$dir.tmp/x" "$dir"
 		rm -rf "$dir.tmp"
@@ -77,7 +77,9 @@ build_rootfs() {
 		rm -rf "$root"/usr/lib/python3/dist-packages/ansible_collections \
 			"$root"/var/lib/apt/lists/* "$root"/usr/share/doc "$root"/usr/share/man
 		mkdir -p "$root/mnt/share" "$root/mnt/src"
-		mke2fs -q -t ext4 -O ^metadata_csum -d "$root" "$dir/root.img" "$ROOTFS_SIZE" ||
+		# mke2fs prints "Creating regular file" on stdout, which is this
+		# function's answer: its output goes to stderr.
+		mke2fs -q -t ext4 -O ^metadata_csum -d "$root" "$dir/root.img" "$ROOTFS_SIZE" >&2 ||
 			die "mke2fs of $root"
 		rm -rf --one-file-system "$root"
 		touch "$dir/.done"

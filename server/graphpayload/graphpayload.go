@@ -106,6 +106,12 @@ type Payload struct {
 	Status         string `json:"status,omitempty"`
 	ReportedStatus string `json:"reported_status,omitempty"`
 	End            int64  `json:"end,omitempty"`
+	// Pressure is, per stall signal the job measured, the share of each
+	// sample interval it stalled (see Pressure): the job page draws it
+	// as a band behind the CPU and memory lines. Absent for a job
+	// without stall samples. BuildGraph leaves it empty: the server
+	// fills it in.
+	Pressure []PressureBand `json:"pressure,omitempty"`
 }
 
 // Sizing is what a job's info says of its resources and inputs (the

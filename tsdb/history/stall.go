@@ -23,6 +23,14 @@ var stallOf = map[string]string{
 	"node_load":      StallNodeLoad,
 }
 
+// StallShareSignal returns the signal of a stall resource (its wire name,
+// "cpu_stall") whose samples are seconds stalled, so that a share of wall
+// time can be made of them; false for node_load and other resources.
+func StallShareSignal(resource string) (string, bool) {
+	sig, ok := stallOf[resource]
+	return sig, ok && sig != StallNodeLoad
+}
+
 // StallColumn is one stall resource of a job: its wire name, its samples'
 // values and the index of the task each belongs to.
 type StallColumn struct {

@@ -7,6 +7,7 @@
 
 import { RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDuration, el, svg, taskLabel } from './format.js';
 import { lowerBound, nearestIndex, yScale, timeTicks } from './scale.js';
+import { pressureBand, pressureLegend, drawPressureBand, pressureText } from './pressure.js';
 
 // Plot margins in CSS pixels, the same in every chart so points align.
 const MARGIN = { left: 68, right: 24, top: 10, bottom: 6 };
@@ -111,6 +112,7 @@ export class ChartStack {
       let m = s.peak ? s.peak.v : 0;
       for (const v of s.v) if (v > m) m = v;
       c.y = yScale(s.resource, m);
+      pressureLegend(c.legend, pressureBand(view, s.resource), s.resource, () => this.draw());
     });
     this.strip.hidden = view.tasks.length === 0 || this.charts.length === 0;
     this.axis.hidden = this.charts.length === 0;
@@ -128,14 +130,15 @@ export class ChartStack {
     const peakLayer = svg('g', { class: 'peaks' });
     overlay.append(dyn, peakLayer);
     const plot = el('div', { class: 'plot' }, canvas, overlay);
+    const legend = el('span', { class: 'pressure-legend', hidden: true });
     const title = el('h3', { class: 'chart-title' }, el('span', { class: `swatch ${resource}` }), meta.label,
-      el('span', { class: 'unit' }, resource === 'memory' ? 'binary units: MiB, GiB' : meta.unitLabel));
+      el('span', { class: 'unit' }, resource === 'memory' ? 'binary units: MiB, GiB' : meta.unitLabel), legend);
     const node = el('section', {
       class: 'chart', tabindex: '0', dataset: { resource },
       'aria-label': `${meta.label} chart. Left and right arrows move between points, P jumps to the peak, Enter opens the events of the task at the cursor, plus and minus zoom, Escape resets the zoom.`,
       'aria-describedby': 'chart-tooltip',
     }, title, plot);
-    const c = { resource, el: node, plot, canvas, overlay, dyn, peakLayer, series: null, y: null };
+    const c = { resource, el: node, plot, canvas, overlay, dyn, peakLayer, legend, series: null, y: null };
     plot.addEventListener('mousemove', (e) => this.hover(c, e));
     plot.addEventListener('mouseleave', () => this.unhover());
     plot.addEventListener('mousedown', (e) => this.dragStart(c, e));
@@ -188,6 +191,9 @@ export class ChartStack {
         ctx.fillRect(x0, top, x1 - x0, bottom - top);
       }
     });
+    // The pressure band, behind the grid and the line.
+    c.canvas.pressure = drawPressureBand(ctx, pressureBand(this.view, c.resource), c.resource, (t) => this.x(t, w),
+      { left, right, top, bottom }, cssVar(this.root, '--pressure'));
     // Grid and value labels.
     ctx.strokeStyle = cssVar(this.root, '--grid');
     ctx.fillStyle = cssVar(this.root, '--muted');
@@ -497,6 +503,8 @@ export class ChartStack {
       if (j >= 0 && this.near(o.series, j, inf.t)) others.push(`${RESOURCES[o.resource].label} ${fmtValue(o.resource, o.series.v[j])}`);
     }
     if (others.length) rows.push(el('div', { class: 'tt-others' }, others.join(' · ')));
+    const waited = pressureText(this.view, inf.resource, inf.t);
+    if (waited) rows.push(el('div', { class: 'tt-pressure' }, waited));
     rows.push(el('div', { class: 'tt-hint' }, this.cursor && this.cursor.keyboard ? 'Enter: open events' : 'click: open events · drag: zoom'));
     this.tooltip.replaceChildren(...rows);
     this.tooltip.hidden = false;

@@ -232,7 +232,7 @@ function show(p) {
 
   renderHeader(p, live);
   renderPeaks(p);
-  charts.setView({ from: p.from, to: p.to, series: p.series, tasks, jobStart: state.jobStart });
+  charts.setView({ from: p.from, to: p.to, series: p.series, tasks, jobStart: state.jobStart, pressure: p.pressure });
   if (state.history) table.usual = usualFor; // drawn by setTasks
   table.setTasks(p.tasks, RESOURCE_ORDER.filter((r) => p.series.some((s) => s.resource === r)));
   if (p.template_id && !state.template) state.template = { id: p.template_id, name: p.template_name || '' };
