@@ -101,6 +101,7 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(serveCommand(newLogger), importCommand(newLogger), collectCommand(newLogger), queryCommand())
 	root.AddCommand(bench.Command())
 	root.AddCommand(regressionsCommand())
+	root.AddCommand(rightsizeCommand())
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
 	root.AddCommand(versionCommand())
@@ -604,6 +605,9 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 			if cfg.Attach != "" && cfg.JobID == "" {
 				return usageError("--job: is required with --attach")
 			}
+			if cfg.MemoryLimitBytes < 0 || cfg.MemoryLimitBytes > 0 && cfg.Attach != "" {
+				return errors.New("--memory-limit: must be a positive size for a command collect runs (an attached cgroup keeps its own)")
+			}
 			cfg.Command = args
 			cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			cfg.Logger = logger
@@ -629,6 +633,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: user cache dir)")
 	pollFlags(f, &cfg.PollInterval, &cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval)
 	f.IntVar(&cfg.MaxQueueSamples, "max-queue-samples", 100_000, "samples held in memory before batches spool to disk")
+	f.Var((*byteSize)(&cfg.MemoryLimitBytes), "memory-limit", "limit the command's cgroup to this much memory (e.g. 256MiB), as a container group's pod limit: it is OOM-killed past it (default: no limit of its own)")
 	clientFlags(f, &cfg.Transport)
 	return cmd
 }

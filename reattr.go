@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,8 +71,12 @@ func storedJob(ctx context.Context, s *tsdb.Store, jobID string) (*ansible.Job, 
 	if err != nil {
 		return nil, err
 	}
+	num := func(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n } // the store keeps decimals
 	j := &ansible.Job{ID: jobID, Source: "peakline", Info: ansible.JobInfo{TemplateID: tj.Info.TemplateID, TemplateName: tj.Info.TemplateName,
-		Status: tj.Info.Status, Playbook: tj.Info.Playbook, Measured: tj.Info.Measured}}
+		Status: tj.Info.Status, Playbook: tj.Info.Playbook, Measured: tj.Info.Measured,
+		Forks: int(num(tj.Info.Forks)), Hosts: int(num(tj.Info.Hosts)), MemoryLimitBytes: num(tj.Info.MemoryLimit),
+		OOMKills: int(num(tj.Info.OOMKills)), OOMCounter: num(tj.Info.OOMCounter),
+		ProjectRevision: tj.Info.ProjectRevision, EEImage: tj.Info.EEImage}}
 	for _, t := range tj.Tasks {
 		j.Tasks = append(j.Tasks, ansible.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.StartMs, EndMs: t.EndMs, Play: t.Play, Role: t.Role, Path: t.Path})
 	}

@@ -30,7 +30,8 @@ func TestImportAWXEvents(t *testing.T) {
 	awxSrv := awxtest.NewServer(awxtest.Options{Token: "awx-read-token"})
 	defer awxSrv.Close()
 	awxSrv.AddJob(awxtest.Job{ID: 4242, Name: "perf demo run", Status: "successful", TemplateID: 77, TemplateName: "perf demo",
-		Playbook: "perf.yml", ExecutionNode: "exec-1", EventProcessingFinished: true}, filepath.Join(src, "artifacts", "demo2", "job_events"))
+		Playbook: "perf.yml", ExecutionNode: "exec-1", EventProcessingFinished: true,
+		Forks: 12, SCMRevision: "0123456789abcdef", EEImage: "quay.io/ansible/awx-ee:24.6.1"}, filepath.Join(src, "artifacts", "demo2", "job_events"))
 	tokenFile := filepath.Join(t.TempDir(), "awx-token")
 	if err := os.WriteFile(tokenFile, []byte("awx-read-token\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -84,6 +85,12 @@ func TestImportAWXEvents(t *testing.T) {
 			Status       string         `json:"status"`
 			Playbook     string         `json:"playbook"`
 			Samples      map[string]int `json:"samples"`
+			Sizing       struct {
+				Forks           int    `json:"forks"`
+				Hosts           int    `json:"hosts"`
+				ProjectRevision string `json:"project_revision"`
+				EEImage         string `json:"ee_image"`
+			} `json:"sizing"`
 		} `json:"jobs"`
 	}
 	httpJSON(t, s.URL+"/api/v1/jobs", &jobs)
@@ -93,6 +100,10 @@ func TestImportAWXEvents(t *testing.T) {
 	j := jobs.Jobs[0]
 	if j.JobID != "4242" || j.TemplateID != "77" || j.TemplateName != "perf demo" || j.Status != "successful" || j.Playbook != "perf.yml" {
 		t.Fatalf("job info %+v", j)
+	}
+	// AWX's forks, revision and EE; the hosts of its playbook_on_stats.
+	if z := j.Sizing; z.Forks != 12 || z.Hosts != 1 || z.ProjectRevision != "0123456789abcdef" || z.EEImage != "quay.io/ansible/awx-ee:24.6.1" {
+		t.Fatalf("job sizing %+v, want AWX's 12 forks, revision and EE, and 1 host", z)
 	}
 
 	// The tasks are the runner's own, as importing the whole tree gives.

@@ -200,6 +200,7 @@ func TestAuthScopesEveryRoute(t *testing.T) {
 		"GET /api/v1/templates/:id":                  {"policy", 200},
 		"PUT /api/v1/templates/:id":                  {"admin", 200},
 		"GET /api/v1/templates/:id/history":          {"read", 200},
+		"GET /api/v1/templates/:id/rightsize":        {"read", 200},
 		"POST /prometheus/api/v1/write":              {"ingest", 400}, // empty body
 		"GET /prometheus/api/v1/query":               {"read", 200},
 		"POST /prometheus/api/v1/query":              {"read", 200},

@@ -71,13 +71,19 @@ func (s *Server) graph(c echo.Context) error {
 	p.Measured = job.Info.Measured
 	p.JobURL = JobOutputURL(s.cfg.AWXUIURL, jobID)
 	p.Status, p.ReportedStatus = jobState(job.Info.Status), job.Info.Status
-	if stateEnded(p.Status) {
-		// The whole job's end, whatever the window (cached per job).
+	if ended, sized := stateEnded(p.Status), sizingOf(job.Info) != (history.Sizing{}); ended || sized {
+		// The whole job's end and memory peak (the at-cap mark),
+		// whatever the window: the summary has them (cached per job).
 		sum, err := s.store.Summary(c.Request().Context(), jobID)
 		if err != nil {
 			return err
 		}
-		p.End = sum.LastMs
+		if ended {
+			p.End = sum.LastMs
+		}
+		if sized {
+			p.Sizing = sizingEntry(sum)
+		}
 	}
 	p.Pressure = graphpayload.Pressure(pressureInput(job), points)
 	return c.JSON(http.StatusOK, p)

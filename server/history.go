@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -45,31 +46,68 @@ func (e *noSuchRunError) Unwrap() error { return errNoSuchRun }
 // templateHistory answers GET /api/v1/templates/{id}/history?last=N[&job=ID][&max_stall=SHARE]:
 // the template's last N runs (default 20, at most 100) oldest first, or
 // with job the N runs ending at that job; every task matched across them
-// with its statistics per run, and the regressions the rule flags
-// (package tsdb/history). The runs are read with the same per-job reads
-// as the tasks payload, so a remote backend serves them too.
+// with its statistics per run, the spread of each metric over the runs,
+// and the regressions the rule flags (package tsdb/history). The runs
+// are read with the same per-job reads as the tasks payload, so a remote
+// backend serves them too.
 func (s *Server) templateHistory(c echo.Context) error {
-	id, err := pathParam(c, "id")
+	id, err := templateParam(c)
 	if err != nil {
-		return badRequest("id: the template id in the path is not properly escaped: %v", err)
-	}
-	if err := checkTemplateID("id", id); err != nil {
 		return err
 	}
 	last, err := historyLast(c.QueryParam("last"))
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	ids, err := s.store.TemplateJobs(ctx, id)
+	rule := s.regressionRule()
+	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
+		return err
+	}
+	runs, name, runsInAll, release, err := s.templateRuns(c, id, last, c.QueryParam("job"))
 	if err != nil {
 		return err
+	}
+	defer release()
+	h := history.Build(id, name, runs, rule, maxHistoryTasks)
+	h.RunsInAll = runsInAll
+	return c.JSON(http.StatusOK, h)
+}
+
+// templateParam reads and checks the template id of the path.
+func templateParam(c echo.Context) (string, error) {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return "", badRequest("id: the template id in the path is not properly escaped: %v", err)
+	}
+	if err := checkTemplateID("id", id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// templateRuns reads the last runs of template id (oldest first), or
+// with job the last runs ending at that job, each with its per-task
+// statistics, the template's newest name, and how many runs the
+// template has (all, or up to job) of which the window holds the last. The memory of the read is
+// reserved in the heavy-read pool before it starts; the caller calls
+// release once it has answered.
+func (s *Server) templateRuns(c echo.Context, id string, last int, job string) (runs []history.Run, name string, runsInAll int, release func(), err error) {
+	return s.readTemplateRuns(c.Request().Context(), id, last, job, func(what string, bytes int64) (func(), error) {
+		return s.reads.reserve(c, what, bytes)
+	})
+}
+
+// readTemplateRuns is templateRuns with the reservation made by reserve.
+func (s *Server) readTemplateRuns(ctx context.Context, id string, last int, job string, reserve func(what string, bytes int64) (func(), error)) (runs []history.Run, name string, runsInAll int, release func(), err error) {
+	ids, err := s.store.TemplateJobs(ctx, id)
+	if err != nil {
+		return nil, "", 0, nil, err
 	}
 	// Order the runs by their spans (chunk bounds, cached): only the runs
 	// of the window are read.
 	spans, err := s.store.Spans(ctx)
 	if err != nil {
-		return err
+		return nil, "", 0, nil, err
 	}
 	ofTemplate := make(map[string]bool, len(ids))
 	for _, jid := range ids {
@@ -85,14 +123,14 @@ func (s *Server) templateHistory(c echo.Context) error {
 		return cmp.Or(cmp.Compare(a.FirstMs, b.FirstMs), cmp.Compare(a.ID, b.ID))
 	})
 	end := len(runSpans)
-	if job := c.QueryParam("job"); job != "" {
+	if job != "" {
 		i := slices.IndexFunc(runSpans, func(sp tsdb.Span) bool { return sp.ID == job })
 		if i < 0 {
-			return &noSuchRunError{job: job, template: id}
+			return nil, "", 0, nil, &noSuchRunError{job: job, template: id}
 		}
 		end = i + 1
 	}
-	runsInAll := end
+	runsInAll = end
 	runSpans = runSpans[max(0, end-last):end]
 	sums := make([]tsdb.Summary, 0, len(runSpans))
 	for _, sp := range runSpans {
@@ -101,7 +139,7 @@ func (s *Server) templateHistory(c echo.Context) error {
 			continue // deleted since it was listed
 		}
 		if err != nil {
-			return err
+			return nil, "", 0, nil, err
 		}
 		sums = append(sums, sum)
 	}
@@ -124,34 +162,27 @@ func (s *Server) templateHistory(c echo.Context) error {
 		maxSamples = max(maxSamples, samples)
 	}
 	estimate += int64(maxSamples) * readSampleBytes
-	release, err := s.reads.reserve(c, fmt.Sprintf("the history of %d runs", len(sums)), estimate)
+	release, err = reserve(fmt.Sprintf("the history of %d runs", len(sums)), estimate)
 	if err != nil {
-		return err
+		return nil, "", 0, nil, err
 	}
-	defer release()
-	runs := make([]history.Run, 0, len(sums))
-	name := ""
+	runs = make([]history.Run, 0, len(sums))
 	for _, sum := range sums {
 		job, err := s.store.ReadJob(ctx, sum.ID, math.MinInt64, math.MaxInt64)
 		if errors.Is(err, tsdb.ErrJobNotFound) {
 			continue // deleted since its summary was read
 		}
 		if err != nil {
-			return err
+			release()
+			return nil, "", 0, nil, err
 		}
 		runs = append(runs, s.runs.get(job, sum))
 		if sum.Info.TemplateName != "" {
 			name = sum.Info.TemplateName // the newest name wins
 		}
 	}
-	rule := s.regressionRule()
-	if rule.MaxStall, err = maxStallParam(c.QueryParam("max_stall")); err != nil {
-		return err
-	}
-	h := history.Build(id, name, runs, rule, maxHistoryTasks)
 	// Runs deleted while the window was read are gone from the count too.
-	h.RunsInAll = runsInAll - (len(runSpans) - len(runs))
-	return c.JSON(http.StatusOK, h)
+	return runs, name, runsInAll - (len(runSpans) - len(runs)), release, nil
 }
 
 // maxStallParam parses max_stall=SHARE (0 to 1; history.Rule.MaxStall):
@@ -191,7 +222,8 @@ func historyRun(job *tsdb.Job, sum tsdb.Summary) history.Run {
 			cpu = history.CPUSeconds(nil, c.Ts, c.Vs, c.Task, len(job.Tasks))
 		}
 	}
-	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks))}
+	run := history.Run{JobID: job.ID, StartMs: sum.FirstMs, EndMs: sum.LastMs, Status: sum.Info.Status, Tasks: make([]history.TaskRun, len(job.Tasks)),
+		Sizing: sizingOf(job.Info)}
 	for i, t := range job.Tasks {
 		tr := history.TaskRun{Counter: t.Counter, Name: t.Name, Play: t.Play, Role: t.Role, Path: t.Path,
 			StartMs: t.StartMs, EndMs: t.EndMs, Max: history.StatsOf(stats[i].Max), Mean: history.StatsOf(stats[i].Mean)}

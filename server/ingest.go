@@ -42,6 +42,14 @@ type ingestBatch struct {
 	Status       string `json:"status"`
 	Playbook     string `json:"playbook"`
 	Measured     string `json:"measured"` // "cgroup", "process-tree" or ""
+	// What sizes the job (tsdb.JobInfo's Forks …); 0 or "" unknown.
+	Forks            int64  `json:"forks"`
+	Hosts            int64  `json:"hosts"`
+	MemoryLimitBytes int64  `json:"memory_limit_bytes"`
+	OOMKills         int64  `json:"oom_kills"`
+	OOMCounter       int64  `json:"oom_counter"`
+	ProjectRevision  string `json:"project_revision"`
+	EEImage          string `json:"ee_image"`
 }
 
 type ingestTask struct {
@@ -216,7 +224,17 @@ func checkBatchSize(in *ingestBatch, cfg Config) error {
 }
 
 func toBatch(in *ingestBatch) *tsdb.Batch {
-	b := &tsdb.Batch{JobID: in.JobID, Info: tsdb.JobInfo{TemplateID: in.TemplateID, TemplateName: in.TemplateName, Status: in.Status, Playbook: in.Playbook, Measured: in.Measured}}
+	// A number goes to the store as its decimal text (0: unknown); the
+	// store refuses a negative one, naming the field.
+	num := func(n int64) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	b := &tsdb.Batch{JobID: in.JobID, Info: tsdb.JobInfo{TemplateID: in.TemplateID, TemplateName: in.TemplateName, Status: in.Status, Playbook: in.Playbook, Measured: in.Measured,
+		Forks: num(in.Forks), Hosts: num(in.Hosts), MemoryLimit: num(in.MemoryLimitBytes), OOMKills: num(in.OOMKills), OOMCounter: num(in.OOMCounter),
+		ProjectRevision: in.ProjectRevision, EEImage: in.EEImage}}
 	for _, t := range in.Tasks {
 		b.Tasks = append(b.Tasks, tsdb.Task{Counter: t.Counter, UUID: t.UUID, Name: t.Name, StartMs: t.Start, Play: t.Play, Role: t.Role, Path: t.Path})
 	}

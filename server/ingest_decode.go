@@ -47,6 +47,20 @@ func decodeBatchFast(doc []byte, in *ingestBatch, cols *writeBuf) bool {
 			in.Playbook = s.str()
 		case "measured":
 			in.Measured = s.str()
+		case "forks":
+			in.Forks = s.int()
+		case "hosts":
+			in.Hosts = s.int()
+		case "memory_limit_bytes":
+			in.MemoryLimitBytes = s.int()
+		case "oom_kills":
+			in.OOMKills = s.int()
+		case "oom_counter":
+			in.OOMCounter = s.int()
+		case "project_revision":
+			in.ProjectRevision = s.str()
+		case "ee_image":
+			in.EEImage = s.str()
 		case "last_event":
 			e := &ingestEvent{}
 			s.object(func(key []byte) {

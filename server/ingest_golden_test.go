@@ -28,7 +28,9 @@ var goldenBatch = tsdb.Batch{
 			Ts: []int64{1796009979700}, Vs: []float64{268435456}},
 		{Resource: "cpu_stall", Ts: []int64{1796009981000}, Vs: []float64{0.0625}},
 	},
-	Info: tsdb.JobInfo{TemplateID: "7", TemplateName: "deploy web", Status: "successful", Playbook: "site.yml", Measured: "cgroup"},
+	Info: tsdb.JobInfo{TemplateID: "7", TemplateName: "deploy web", Status: "successful", Playbook: "site.yml", Measured: "cgroup",
+		Forks: "10", Hosts: "3", MemoryLimit: "536870912", OOMKills: "1", OOMCounter: "7",
+		ProjectRevision: "3f2c9e1a7b6d4c0e8f5a2b1c9d7e6f4a3b2c1d0e", EEImage: "quay.io/ansible/awx-ee:24.6.1"},
 }
 
 // TestIngestGolden decodes the golden batch, by the fast reader and by

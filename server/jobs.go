@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/peakline/peakline/server/graphpayload"
 	"github.com/peakline/peakline/tsdb"
 )
 
@@ -38,6 +39,9 @@ type jobEntry struct {
 	// (summed over the job's processes: see tsdb.MeasuredProcessTree) or
 	// "" when the sender did not say.
 	Measured string `json:"measured"`
+	// Sizing is what the job's info says of its memory limit, OOM kills
+	// and forks; absent when it says none.
+	Sizing *graphpayload.Sizing `json:"sizing,omitempty"`
 	// Error says why a job could not be read (damaged storage); its
 	// other fields are then empty.
 	Error string `json:"error,omitempty"`
@@ -155,7 +159,8 @@ func (s *Server) listJobs(c echo.Context) error {
 			Samples: map[string]int{}, Peaks: map[string]resourcePeak{},
 			TemplateID: sum.Info.TemplateID, TemplateName: sum.Info.TemplateName,
 			Status: jobState(sum.Info.Status), ReportedStatus: sum.Info.Status,
-			Playbook: sum.Info.Playbook, Measured: sum.Info.Measured}
+			Playbook: sum.Info.Playbook, Measured: sum.Info.Measured,
+			Sizing: sizingEntry(sum)}
 		for _, r := range sum.Resources {
 			e.Samples[r.Resource.Name] = r.Samples
 			// What the job waited for is no resource it used: no peak.

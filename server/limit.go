@@ -226,17 +226,27 @@ func newReadPool(maxBytes int64) *readPool {
 // reserve takes bytes of the pool for what (named in the refusal); the
 // returned release gives them back.
 func (p *readPool) reserve(c echo.Context, what string, bytes int64) (release func(), err error) {
-	n := min(max(bytes, 1), p.max)
-	if !p.sem.TryAcquire(n) {
+	release, ok := p.tryReserve(bytes)
+	if !ok {
 		c.Response().Header().Set(echo.HeaderRetryAfter, readRetryAfter)
 		return nil, fmt.Errorf("%w: %s needs about %d bytes, and the reads being served hold too much of the %d allowed at once (serve --max-read-bytes); retry after %s s",
 			errBusy, what, bytes, p.max, readRetryAfter)
+	}
+	return release, nil
+}
+
+// tryReserve takes bytes of the pool (at most all of it) when they are
+// free, for work no request waits on; ok is false when they are not.
+func (p *readPool) tryReserve(bytes int64) (release func(), ok bool) {
+	n := min(max(bytes, 1), p.max)
+	if !p.sem.TryAcquire(n) {
+		return nil, false
 	}
 	p.reserved.Add(n)
 	return func() {
 		p.reserved.Add(-n)
 		p.sem.Release(n)
-	}, nil
+	}, true
 }
 
 // reserveJobRead reserves what reading job jobID in full holds: its

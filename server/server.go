@@ -230,6 +230,9 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.metrics.middleware)
+	if err := reg.Register(newTemplateMetrics(s, time.Now)); err != nil {
+		return nil, fmt.Errorf("register template metrics: %w", err)
+	}
 	s.useSecurity(e, reg)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024}))
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
@@ -248,6 +251,7 @@ func New(cfg Config, store *tsdb.Store, logger *slog.Logger, reg *prometheus.Reg
 	api.GET("/templates/:id", s.getTemplate)
 	api.PUT("/templates/:id", s.putTemplate)
 	api.GET("/templates/:id/history", s.templateHistory)
+	api.GET("/templates/:id/rightsize", s.templateRightsize)
 	if err := s.registerPrometheus(e); err != nil {
 		return nil, err
 	}

@@ -240,3 +240,23 @@ func readInfo(ctx context.Context, q storage.Querier, jobID string) (JobInfo, er
 	}
 	return acc.info, nil
 }
+
+// TemplateIDs lists the template ids any job's info has named, sorted
+// (a job moved to another template since may leave an id with no job:
+// TemplateJobs tells). Safe for concurrent use.
+func (s *Store) TemplateIDs(ctx context.Context) ([]string, error) {
+	q, err := s.Queryable().Querier(minTime, maxTime) // hides deleted jobs
+	if err != nil {
+		return nil, fmt.Errorf("open querier: %w", err)
+	}
+	defer q.Close()
+	ids, _, err := q.LabelValues(ctx, LabelTemplateID, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, MetricJobInfo))
+	if err != nil {
+		return nil, fmt.Errorf("list template ids: %w", err)
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.Clone(id) // the querier's memory goes when it closes
+	}
+	return out, nil
+}

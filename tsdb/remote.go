@@ -177,13 +177,20 @@ func (s *Store) remoteRange(mint, maxt int64) (int64, int64) {
 // receive_replica and tenant_id, a Prometheus agent may add external
 // labels), which must not split a task's series in two. A new series
 // kind with labels of its own adds them here.
-var schemaLabels = map[string]bool{
-	labels.MetricName: true, LabelJob: true, LabelCounter: true, LabelTaskUUID: true, LabelTask: true,
-	// A task's identity across runs of a template, and the job info
-	// series (the job's template and AWX fields).
-	"play": true, "role": true, "task_path": true,
-	"template_id": true, "template_name": true, "status": true, "playbook": true, "measured": true,
-}
+var schemaLabels = func() map[string]bool {
+	m := map[string]bool{
+		labels.MetricName: true, LabelJob: true, LabelCounter: true, LabelTaskUUID: true, LabelTask: true,
+		// A task's identity across runs of a template.
+		LabelPlay: true, LabelRole: true, LabelTaskPath: true,
+	}
+	// The job info series: every field of JobInfo (template, AWX
+	// fields, sizing).
+	var info JobInfo
+	for _, f := range infoFields(&info) {
+		m[f.label] = true
+	}
+	return m
+}()
 
 // schemaOnly drops labels outside schemaLabels from a Peakline series.
 func schemaOnly(ls labels.Labels) labels.Labels {

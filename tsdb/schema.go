@@ -52,6 +52,14 @@ const (
 	LabelStatus       = "status"
 	LabelPlaybook     = "playbook"
 	LabelMeasured     = "measured"
+	// Labels of MetricJobInfo that size the job (see JobInfo).
+	LabelForks           = "forks"
+	LabelHosts           = "hosts"
+	LabelMemoryLimit     = "memory_limit_bytes"
+	LabelOOMKills        = "oom_kills"
+	LabelOOMCounter      = "oom_counter"
+	LabelProjectRevision = "project_revision"
+	LabelEEImage         = "ee_image"
 )
 
 // Values of JobInfo.Measured: how a job's samples were measured.
@@ -149,6 +157,11 @@ const (
 	MaxStatusLen       = 32
 	MaxPlaybookLen     = 1024
 	MaxMeasuredLen     = 32
+	// MaxNumberLen bounds the decimal fields of JobInfo (forks, …): 20
+	// digits hold any uint64.
+	MaxNumberLen          = 20
+	MaxProjectRevisionLen = 256
+	MaxEEImageLen         = 1024
 )
 
 // taskLabels builds the label set of a series of a task.
@@ -192,6 +205,15 @@ type JobInfo struct {
 	// Measured is how the samples were measured: MeasuredCgroup or
 	// MeasuredProcessTree ("" not said; no other value is stored).
 	Measured string
+	// What sizes the job (package history's right-sizing reads them),
+	// decimal numbers where named so: Forks is ansible's forks, Hosts the
+	// hosts its play ran on, MemoryLimit the job cgroup's memory limit in
+	// bytes (none: ""), OOMKills the OOM kills in the job's cgroup and
+	// OOMCounter the counter of the task running at the last one.
+	Forks, Hosts, MemoryLimit, OOMKills, OOMCounter string
+	// ProjectRevision is the project's SCM revision, EEImage the
+	// execution environment's image.
+	ProjectRevision, EEImage string
 }
 
 // IsZero reports whether no field is set.
@@ -214,16 +236,18 @@ func jobInfoLabels(jobID string, info JobInfo) labels.Labels {
 
 // infoField is one field of JobInfo: its label (also its name in the
 // ingest batch), its length limit, the values it may take besides ""
-// (nil: any printable text) and where it is held.
+// (nil: any printable text), whether it is a decimal number and where
+// it is held.
 type infoField struct {
 	label   string
 	max     int
 	allowed []string
+	number  bool
 	val     *string
 }
 
 // numInfoFields is the number of fields of JobInfo.
-const numInfoFields = 5
+const numInfoFields = 12
 
 // measuredValues are the values JobInfo.Measured may take besides "".
 var measuredValues = []string{MeasuredCgroup, MeasuredProcessTree}
@@ -231,17 +255,30 @@ var measuredValues = []string{MeasuredCgroup, MeasuredProcessTree}
 // infoFields lists the fields of info, in one place for writes and reads.
 func infoFields(info *JobInfo) [numInfoFields]infoField {
 	return [numInfoFields]infoField{
-		{LabelTemplateID, MaxTemplateIDLen, nil, &info.TemplateID},
-		{LabelTemplateName, MaxTemplateNameLen, nil, &info.TemplateName},
-		{LabelStatus, MaxStatusLen, nil, &info.Status},
-		{LabelPlaybook, MaxPlaybookLen, nil, &info.Playbook},
-		{LabelMeasured, MaxMeasuredLen, measuredValues, &info.Measured},
+		{LabelTemplateID, MaxTemplateIDLen, nil, false, &info.TemplateID},
+		{LabelTemplateName, MaxTemplateNameLen, nil, false, &info.TemplateName},
+		{LabelStatus, MaxStatusLen, nil, false, &info.Status},
+		{LabelPlaybook, MaxPlaybookLen, nil, false, &info.Playbook},
+		{LabelMeasured, MaxMeasuredLen, measuredValues, false, &info.Measured},
+		{LabelForks, MaxNumberLen, nil, true, &info.Forks},
+		{LabelHosts, MaxNumberLen, nil, true, &info.Hosts},
+		{LabelMemoryLimit, MaxNumberLen, nil, true, &info.MemoryLimit},
+		{LabelOOMKills, MaxNumberLen, nil, true, &info.OOMKills},
+		{LabelOOMCounter, MaxNumberLen, nil, true, &info.OOMCounter},
+		{LabelProjectRevision, MaxProjectRevisionLen, nil, false, &info.ProjectRevision},
+		{LabelEEImage, MaxEEImageLen, nil, false, &info.EEImage},
 	}
 }
 
 // checkAllowed returns a description of what f may hold when v is
 // neither "" nor one of its allowed values, else "".
 func (f infoField) checkAllowed(v string) string {
+	if f.number && v != "" {
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return fmt.Sprintf("must be a decimal number >= 0 or empty, got %q", v)
+		}
+		return ""
+	}
 	if v == "" || f.allowed == nil || slices.Contains(f.allowed, v) {
 		return ""
 	}

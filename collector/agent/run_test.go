@@ -197,7 +197,7 @@ func TestRunSamplesAJob(t *testing.T) {
 	sink.mu.Lock()
 	infos := slices.Clone(sink.infos[id])
 	sink.mu.Unlock()
-	want := ship.JobInfo{TemplateID: "7", TemplateName: "run test", Status: "successful", Playbook: "site.yml", Measured: ansible.MeasuredCgroup}
+	want := ship.JobInfo{TemplateID: "7", TemplateName: "run test", Status: "successful", Playbook: "site.yml", Measured: ansible.MeasuredCgroup, Forks: ansible.DefaultForks}
 	if len(infos) == 0 || infos[len(infos)-1] != want {
 		t.Errorf("job infos sent %+v, want the last %+v", infos, want)
 	}

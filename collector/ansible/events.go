@@ -2,6 +2,7 @@ package ansible
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +25,18 @@ type JobEvent struct {
 	Role      string // event_data.role
 	TaskPath  string // event_data.task_path: file:line
 	Playbook  string // event_data.playbook
+	// Hosts is the hosts a playbook_on_stats event says the play
+	// processed; 0 on other events.
+	Hosts int
+	// Killed marks a failed task result (runner_on_failed,
+	// runner_item_on_failed) whose rc says the process was killed by
+	// SIGKILL, as the OOM killer kills: -9 (the command module) or 137
+	// (a shell's 128 + 9).
+	Killed bool
 }
+
+// KilledRC reports whether a task result's rc says SIGKILL.
+func KilledRC(rc int64) bool { return rc == -9 || rc == 137 }
 
 // IsTaskStart reports whether an event (the event field of a job event,
 // as runner writes it and the AWX API serves it) starts a task. ansible-runner reports
@@ -58,6 +70,48 @@ type eventData struct {
 	Role     string `json:"role"`
 	TaskPath string `json:"task_path"`
 	Playbook string `json:"playbook"`
+	// Res is the task result's rc; Processed the hosts of a
+	// playbook_on_stats event.
+	Res       eventRes `json:"res"`
+	Processed hostSet  `json:"processed"`
+}
+
+// eventRes is what Read keeps of a task result (event_data.res): its rc
+// when it is an integer. Any other JSON (a result that is no object, an
+// rc that is no integer) leaves RC nil, never an error.
+type eventRes struct{ RC *int64 }
+
+func (r *eventRes) UnmarshalJSON(b []byte) error {
+	var v struct {
+		RC json.RawMessage `json:"rc"`
+	}
+	*r = eventRes{}
+	if json.Unmarshal(b, &v) == nil {
+		r.RC = parseRC(v.RC)
+	}
+	return nil
+}
+
+// parseRC reads an rc's JSON as an integer; nil for anything else.
+func parseRC(raw []byte) *int64 {
+	var n int64
+	if len(raw) == 0 || raw[0] == 'n' || json.Unmarshal(raw, &n) != nil {
+		return nil
+	}
+	return &n
+}
+
+// hostSet is the number of distinct keys of event_data.processed (a
+// map of host name to count); any other JSON counts 0, never an error.
+type hostSet int
+
+func (h *hostSet) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	*h = 0
+	if json.Unmarshal(b, &m) == nil {
+		*h = hostSet(len(m))
+	}
+	return nil
 }
 
 // ListEventFiles lists dir's job event files: <counter>-<uuid>.json. The
@@ -139,6 +193,12 @@ func readEventFile(gate fileGate, path string, in *interner) (JobEvent, error) {
 		ev.Playbook = in.get(d.Playbook)
 		if ev.TaskStart {
 			ev.Play, ev.Role, ev.TaskPath = in.get(d.Play), in.get(d.Role), d.TaskPath
+		}
+		switch raw.Event {
+		case "playbook_on_stats":
+			ev.Hosts = int(d.Processed)
+		case "runner_on_failed", "runner_item_on_failed":
+			ev.Killed = d.Res.RC != nil && KilledRC(*d.Res.RC)
 		}
 	}
 	if ev.TaskStart && ev.TaskUUID == "" {

@@ -86,6 +86,12 @@ func (s *eventScanner) eventField(raw *rawEvent, key string, c byte) error {
 		}
 		d := raw.EventData
 		return s.object(true, func(key string, c byte) error {
+			switch {
+			case matchKey(key, "res"):
+				return s.res(c, &d.Res)
+			case matchKey(key, "processed"):
+				return s.hosts(c, &d.Processed)
+			}
 			for _, f := range []struct {
 				name string
 				dst  *string
@@ -98,6 +104,54 @@ func (s *eventScanner) eventField(raw *rawEvent, key string, c byte) error {
 		})
 	}
 	return s.skip(c)
+}
+
+// res reads event_data.res starting with c as eventRes.UnmarshalJSON
+// does, keeping only its rc: an object's last "rc" member (keys matched
+// as encoding/json matches them), nil unless an integer.
+func (s *eventScanner) res(c byte, dst *eventRes) error {
+	*dst = eventRes{}
+	if c != '{' {
+		return s.skip(c)
+	}
+	var rc []byte
+	seen := false
+	err := s.object(true, func(key string, c byte) error {
+		if !matchKey(key, "rc") {
+			return s.skip(c)
+		}
+		s.capturing, s.buf, s.limit, s.over = true, append(s.buf[:0], c), maxFieldBytes, false
+		err := s.skip(c)
+		s.capturing = false
+		rc, seen = nil, true
+		if err == nil && !s.over {
+			rc = append([]byte(nil), s.buf...)
+		}
+		return err
+	})
+	if err == nil && seen {
+		dst.RC = parseRC(rc)
+	}
+	return err
+}
+
+// hosts reads event_data.processed starting with c as
+// hostSet.UnmarshalJSON does: the distinct keys of an object, 0 for any
+// other JSON.
+func (s *eventScanner) hosts(c byte, dst *hostSet) error {
+	*dst = 0
+	if c != '{' {
+		return s.skip(c)
+	}
+	keys := map[string]bool{}
+	err := s.object(true, func(key string, c byte) error {
+		keys[key] = true
+		return s.skip(c)
+	})
+	if err == nil {
+		*dst = hostSet(len(keys))
+	}
+	return err
 }
 
 // matchKey reports whether a JSON key names the field name, as

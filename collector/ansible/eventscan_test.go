@@ -58,6 +58,18 @@ func TestDecodeEventLikeUnmarshal(t *testing.T) {
 	f(`{"event_data": [1]}`)
 	f(`{"event_data": {"task": 5}}`)
 	f(`{"stdout": "\u001b[0;32mok\u001b[0m", "counter": 2, "x": [true, false, null, -0.5e-3, 0, {}, []]}`)
+	// A task result's rc and a stats event's hosts.
+	f(`{"counter": 1, "event": "runner_on_failed", "event_data": {"res": {"rc": -9, "stdout": "", "RC": 137}}}`)
+	f(`{"event_data": {"res": {"rc": 1.5}}}`)
+	f(`{"event_data": {"res": {"rc": null}}}`)
+	f(`{"event_data": {"res": {"rc": "137"}}}`)
+	f(`{"event_data": {"res": {"rc": -9}, "res": []}}`)
+	f(`{"event_data": {"res": "Killed"}}`)
+	f(`{"event_data": {"res": {"rc": 99999999999999999999}}}`)
+	f(`{"event_data": {"processed": {"h1": 1, "h2": 1, "h1": 2}}}`)
+	f(`{"event_data": {"processed": {"h\u0031": 1, "h1": 1}}}`)
+	f(`{"event_data": {"processed": [1, 2]}}`)
+	f(`{"event_data": {"processed": {}}}`)
 	// Not JSON, or not an object.
 	f(``)
 	f(`   `)

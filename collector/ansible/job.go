@@ -92,6 +92,17 @@ type JobInfo struct {
 	// Measured is how the samples were measured: MeasuredCgroup,
 	// MeasuredProcessTree or "" (not said).
 	Measured string
+	// What sizes the job (0 or "" unknown): ansible's forks, the hosts
+	// its play ran on, its cgroup's memory limit in bytes, the OOM kills
+	// in that cgroup and the counter of the task running at the last one
+	// (0 unknown), the project's SCM revision and the execution
+	// environment's image.
+	Forks, Hosts     int
+	MemoryLimitBytes int64
+	OOMKills         int
+	OOMCounter       int64
+	ProjectRevision  string
+	EEImage          string
 }
 
 // Values of JobInfo.Measured (the server refuses any other).

@@ -20,9 +20,10 @@ const maxStatusBytes = 4 << 10
 // awxVars is what the job template part of env/extravars holds, as AWX
 // (awx_*) and Tower (tower_*) write it.
 type awxVars struct {
-	JobID        string
-	TemplateID   string
-	TemplateName string
+	JobID           string
+	TemplateID      string
+	TemplateName    string
+	ProjectRevision string
 }
 
 // readExtravars reads the AWX identity from a private data dir's
@@ -63,7 +64,7 @@ func readExtravars(gate fileGate, pdd string) (awxVars, error) {
 	for _, f := range []struct {
 		name string
 		dst  *string
-	}{{"job_id", &out.JobID}, {"job_template_id", &out.TemplateID}, {"job_template_name", &out.TemplateName}} {
+	}{{"job_id", &out.JobID}, {"job_template_id", &out.TemplateID}, {"job_template_name", &out.TemplateName}, {"project_revision", &out.ProjectRevision}} {
 		if *f.dst, err = get(f.name); err != nil {
 			return awxVars{}, err
 		}

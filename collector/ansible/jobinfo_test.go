@@ -42,15 +42,15 @@ func TestReadJobInfo(t *testing.T) {
 			t.Fatalf("task 1 = %+v, want play, task_path of its start event", task)
 		}
 	}
-	base := JobInfo{Status: "successful", Playbook: "loops.yml"}
+	base := JobInfo{Status: "successful", Playbook: "loops.yml", Forks: DefaultForks, Hosts: 1}
 	f("", ReadOptions{}, "loops", base)
 	f("awx_job_id: 1005\nawx_job_template_id: 7\nawx_job_template_name: deploy-web\nawx_user_name: admin\n", ReadOptions{}, "1005",
-		JobInfo{TemplateID: "7", TemplateName: "deploy-web", Status: "successful", Playbook: "loops.yml"})
+		JobInfo{TemplateID: "7", TemplateName: "deploy-web", Status: "successful", Playbook: "loops.yml", Forks: DefaultForks, Hosts: 1})
 	f(`{"tower_job_id": 42, "tower_job_template_id": 3, "tower_job_template_name": "nightly", "awx_job_template_name": "nightly-awx"}`, ReadOptions{}, "42",
-		JobInfo{TemplateID: "3", TemplateName: "nightly-awx", Status: "successful", Playbook: "loops.yml"})
+		JobInfo{TemplateID: "3", TemplateName: "nightly-awx", Status: "successful", Playbook: "loops.yml", Forks: DefaultForks, Hosts: 1})
 	f("awx_job_id: 1005\nawx_job_template_id: 7\n", ReadOptions{JobID: "x", TemplateID: "8", TemplateName: "other"}, "x",
-		JobInfo{TemplateID: "8", TemplateName: "other", Status: "successful", Playbook: "loops.yml"})
-	f("---\n{}\n", ReadOptions{TemplateID: "9"}, "loops", JobInfo{TemplateID: "9", Status: "successful", Playbook: "loops.yml"})
+		JobInfo{TemplateID: "8", TemplateName: "other", Status: "successful", Playbook: "loops.yml", Forks: DefaultForks, Hosts: 1})
+	f("---\n{}\n", ReadOptions{TemplateID: "9"}, "loops", JobInfo{TemplateID: "9", Status: "successful", Playbook: "loops.yml", Forks: DefaultForks, Hosts: 1})
 
 	bad := func(extravars, wantMsg string) {
 		t.Helper()
@@ -104,7 +104,8 @@ func TestReadAWXExtravars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := JobInfo{TemplateID: "7", TemplateName: "deploy-web", Status: "successful", Playbook: "site.yml"}
+	want := JobInfo{TemplateID: "7", TemplateName: "deploy-web", Status: "successful", Playbook: "site.yml",
+		Forks: DefaultForks, Hosts: 1, ProjectRevision: "3f2c9e1a7b6d4c0e8f5a2b1c9d7e6f4a3b2c1d0e"}
 	if len(jobs) != 1 || jobs[0].ID != "1005" || jobs[0].Info != want {
 		t.Fatalf("read %d jobs, first %q %+v; want 1005 %+v", len(jobs), jobs[0].ID, jobs[0].Info, want)
 	}

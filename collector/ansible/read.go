@@ -165,6 +165,7 @@ func Read(path string, opts ReadOptions) ([]*Job, error) {
 		if jobs[i].Info.Playbook == "" {
 			jobs[i].Info.Playbook = firstPlaybook(events[i])
 		}
+		SizingFromEvents(&jobs[i].Info, events[i])
 	}
 	return jobs, nil
 }
@@ -186,7 +187,8 @@ func sourceInfo(src *source, info *JobInfo, opts ReadOptions, gate fileGate) err
 		if err != nil {
 			return err
 		}
-		info.TemplateID, info.TemplateName = vars.TemplateID, vars.TemplateName
+		info.TemplateID, info.TemplateName, info.ProjectRevision = vars.TemplateID, vars.TemplateName, vars.ProjectRevision
+		info.Forks = runnerForks(gate, src.pdd, src.identDir)
 		if vars.JobID != "" && opts.JobID == "" && src.idents == 1 {
 			src.id = vars.JobID
 		}

@@ -154,18 +154,26 @@ func TestClientJob(t *testing.T) {
 	srv, c := newPair(t, awxtest.Options{}, awx.Config{})
 	started := time.Date(2026, 11, 30, 4, 22, 19, 0, time.UTC)
 	srv.SetJob(awxtest.Job{ID: 42, Name: "loops", Status: "successful", TemplateID: 7, TemplateName: "perf loops",
-		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true})
+		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true,
+		Forks: 10, SCMRevision: "3f2c9e1a", EEImage: "quay.io/ansible/awx-ee:24.6.1"})
 	got, err := c.Job(context.Background(), 42)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := awx.Job{ID: 42, Type: awx.TypeJob, URL: "/api/v2/jobs/42/", Name: "loops", Status: "successful", TemplateID: 7, TemplateName: "perf loops",
-		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true}
+		Playbook: "loops.yml", ExecutionNode: "node-1", Started: started, Finished: started.Add(9 * time.Second), EventProcessingFinished: true,
+		Forks: 10, ProjectRevision: "3f2c9e1a", EEImage: "quay.io/ansible/awx-ee:24.6.1"}
 	if got != want || !got.Final() {
 		t.Fatalf("job %+v, want %+v", got, want)
 	}
-	if info := got.Info(); info != (ansible.JobInfo{TemplateID: "7", TemplateName: "perf loops", Status: "successful", Playbook: "loops.yml"}) {
+	if info := got.Info(); info != (ansible.JobInfo{TemplateID: "7", TemplateName: "perf loops", Status: "successful", Playbook: "loops.yml",
+		Forks: 10, ProjectRevision: "3f2c9e1a", EEImage: "quay.io/ansible/awx-ee:24.6.1"}) {
 		t.Fatalf("info %+v", info)
+	}
+	// AWX's forks 0 runs ansible's default.
+	srv.AddJob(awxtest.Job{ID: 44, Status: "running"}, t.TempDir())
+	if got, err := c.Job(context.Background(), 44); err != nil || got.Info().Forks != ansible.DefaultForks || got.EEImage != "" {
+		t.Fatalf("job 44: %+v %v, want forks %d", got, err, ansible.DefaultForks)
 	}
 	_, err = c.Job(context.Background(), 43)
 	if !errors.Is(err, awx.ErrJobNotFound) || !strings.Contains(err.Error(), "43") {

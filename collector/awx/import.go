@@ -89,7 +89,13 @@ type keptEvents struct {
 	last     ansible.JobEvent
 	playbook ansible.JobEvent
 	any      bool
+	// sizing holds the playbook_on_stats events (hosts) and the task
+	// results killed by SIGKILL (OOM), at most maxSizingEvents.
+	sizing []ansible.JobEvent
 }
+
+// maxSizingEvents bounds the stats and killed events import keeps.
+const maxSizingEvents = 1000
 
 func (k *keptEvents) add(ev ansible.JobEvent) {
 	if ev.TaskStart {
@@ -100,6 +106,9 @@ func (k *keptEvents) add(ev ansible.JobEvent) {
 	}
 	if ev.Playbook != "" && (k.playbook.Playbook == "" || ev.Counter < k.playbook.Counter) {
 		k.playbook = ev
+	}
+	if (ev.Hosts > 0 || ev.Killed) && len(k.sizing) < maxSizingEvents {
+		k.sizing = append(k.sizing, ev)
 	}
 	k.any = true
 }
@@ -118,6 +127,7 @@ func (k *keptEvents) events() []ansible.JobEvent {
 	if k.playbook.Playbook != "" {
 		more = append(more, k.playbook)
 	}
+	more = append(more, k.sizing...)
 	for _, ev := range more {
 		if !slices.ContainsFunc(out, func(e ansible.JobEvent) bool { return e.Counter == ev.Counter }) {
 			out = append(out, ev)
@@ -144,6 +154,8 @@ func (a *ImportedJob) SetInfo(j *ansible.Job, keepTemplate, keepTemplateName boo
 	if info.Playbook != "" {
 		j.Info.Playbook = info.Playbook
 	}
+	// AWX's forks (its 0: ansible's 5), revision and EE are the job's.
+	j.Info.Forks, j.Info.ProjectRevision, j.Info.EEImage = info.Forks, info.ProjectRevision, info.EEImage
 }
 
 // CheckImportPaths checks the paths of import --awx-url before AWX is asked:

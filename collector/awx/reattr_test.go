@@ -126,7 +126,8 @@ func TestReattribute(t *testing.T) {
 	if err := sameSamples(bare, got); err != nil {
 		t.Fatalf("samples changed: %v", err)
 	}
-	want := ansible.JobInfo{TemplateID: "77", TemplateName: "perf demo", Status: "successful", Playbook: "perf.yml", Measured: ansible.MeasuredProcessTree}
+	want := ansible.JobInfo{TemplateID: "77", TemplateName: "perf demo", Status: "successful", Playbook: "perf.yml", Measured: ansible.MeasuredProcessTree,
+		Forks: ansible.DefaultForks} // the stand-in's forks 0: ansible's default
 	if got.Info != want {
 		t.Fatalf("info %+v, want %+v", got.Info, want)
 	}

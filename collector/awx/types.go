@@ -1,6 +1,7 @@
 package awx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -115,6 +116,11 @@ type Job struct {
 	// EventProcessingFinished tells that every event of a finished job is
 	// saved; AWX versions without the field leave it false.
 	EventProcessingFinished bool
+	// Forks is the job's forks (0: ansible's default); ProjectRevision
+	// its scm_revision; EEImage summary_fields.execution_environment.image.
+	Forks           int
+	ProjectRevision string
+	EEImage         string
 }
 
 // Final tells whether the job runs no more.
@@ -129,7 +135,12 @@ func (j Job) Final() bool {
 // Info returns the job's info as Peakline stores it: the template id and
 // name, the status and the playbook ("" for what AWX did not say).
 func (j Job) Info() ansible.JobInfo {
-	info := ansible.JobInfo{TemplateName: j.TemplateName, Status: j.Status, Playbook: j.Playbook}
+	info := ansible.JobInfo{TemplateName: j.TemplateName, Status: j.Status, Playbook: j.Playbook,
+		Forks: j.Forks, ProjectRevision: j.ProjectRevision, EEImage: j.EEImage}
+	if info.Forks <= 0 && (j.Type == "" || j.Type == TypeJob || j.Type == TypeAdHocCommand) {
+		// AWX's forks 0 passes no --forks: ansible runs its default.
+		info.Forks = ansible.DefaultForks
+	}
 	if j.TemplateID != 0 {
 		info.TemplateID = JobID(j.TemplateID)
 	}
@@ -151,6 +162,12 @@ type Event struct {
 	Playbook string
 	TaskPath string // event_data.task_path, file:line
 	HostName string
+	// Hosts is the hosts a playbook_on_stats event's
+	// event_data.processed names; 0 on other events.
+	Hosts int
+	// Killed marks a failed task result killed by SIGKILL (see
+	// ansible.JobEvent.Killed).
+	Killed bool
 }
 
 // TaskStart tells whether the event starts a task: a task, handler or
@@ -171,6 +188,7 @@ func (e Event) JobEvent() ansible.JobEvent {
 	return ansible.JobEvent{
 		Counter: e.Counter, TimeMs: e.Created.Round(time.Millisecond).UnixMilli(), TaskStart: e.TaskStart(),
 		UUID: e.UUID, TaskUUID: e.TaskUUID, Task: e.Task, Play: e.Play, Role: e.Role, TaskPath: e.TaskPath, Playbook: e.Playbook,
+		Hosts: e.Hosts, Killed: e.Killed,
 	}
 }
 
@@ -201,16 +219,25 @@ type rawJob struct {
 	Started                 *time.Time `json:"started"`
 	Finished                *time.Time `json:"finished"`
 	EventProcessingFinished bool       `json:"event_processing_finished"`
+	Forks                   int        `json:"forks"`
+	SCMRevision             string     `json:"scm_revision"`
 	SummaryFields           struct {
 		JobTemplate *struct {
 			ID   int64  `json:"id"`
 			Name string `json:"name"`
 		} `json:"job_template"`
+		ExecutionEnvironment *struct {
+			Image string `json:"image"`
+		} `json:"execution_environment"`
 	} `json:"summary_fields"`
 }
 
 func (r *rawJob) job() Job {
-	j := Job{ID: r.ID, Type: r.Type, URL: r.URL, Name: r.Name, Status: r.Status, Playbook: r.Playbook, ExecutionNode: r.ExecutionNode, EventProcessingFinished: r.EventProcessingFinished}
+	j := Job{ID: r.ID, Type: r.Type, URL: r.URL, Name: r.Name, Status: r.Status, Playbook: r.Playbook, ExecutionNode: r.ExecutionNode, EventProcessingFinished: r.EventProcessingFinished,
+		Forks: r.Forks, ProjectRevision: r.SCMRevision}
+	if e := r.SummaryFields.ExecutionEnvironment; e != nil {
+		j.EEImage = e.Image
+	}
 	if r.JobTemplate != nil {
 		j.TemplateID = *r.JobTemplate
 	}
@@ -263,6 +290,11 @@ type rawEvent struct {
 		Play     string `json:"play"`
 		Role     string `json:"role"`
 		Playbook string `json:"playbook"`
+		// Processed: host → count, on playbook_on_stats; any other
+		// JSON is ignored.
+		Processed json.RawMessage `json:"processed"`
+		// Res is a task result; only its integer rc is read.
+		Res json.RawMessage `json:"res"`
 	} `json:"event_data"`
 }
 
@@ -288,6 +320,16 @@ func (r *rawEvent) event() (Event, error) {
 		ev.Play = firstNonEmpty(d.Play, ev.Play)
 		ev.Role = firstNonEmpty(d.Role, ev.Role)
 		ev.Playbook = firstNonEmpty(d.Playbook, ev.Playbook)
+		var processed map[string]json.RawMessage
+		if ev.Event == EventStats && json.Unmarshal(d.Processed, &processed) == nil {
+			ev.Hosts = len(processed)
+		}
+		var res struct {
+			RC *int64 `json:"rc"`
+		}
+		if (ev.Event == "runner_on_failed" || ev.Event == "runner_item_on_failed") && json.Unmarshal(d.Res, &res) == nil && res.RC != nil {
+			ev.Killed = ansible.KilledRC(*res.RC)
+		}
 	}
 	if ev.TaskStart() && ev.TaskUUID == "" {
 		ev.TaskUUID = ev.UUID

@@ -111,7 +111,7 @@ func TestFollowerAdHocCommand(t *testing.T) {
 			t.Errorf("request %s: not the ad hoc command's own", r.Path)
 		}
 	}
-	if m, ok := f.Job(); !ok || m.Type != awx.TypeAdHocCommand || m.Info() != (ansible.JobInfo{TemplateName: "", Status: "successful"}) {
+	if m, ok := f.Job(); !ok || m.Type != awx.TypeAdHocCommand || m.Info() != (ansible.JobInfo{TemplateName: "", Status: "successful", Forks: ansible.DefaultForks}) {
 		t.Errorf("job %+v (%v), want a successful ad hoc command with no template", m, ok)
 	}
 	var starts []ansible.JobEvent

@@ -49,6 +49,10 @@ type batcher struct {
 	lastMs  map[string]int64
 	info    ansible.JobInfo
 	newInfo bool // info changed since it was last sent
+	// oomMs is the time of an OOM kill whose task is not resolved yet
+	// (0: none): info.OOMCounter gets the task running then once the
+	// events show it.
+	oomMs int64
 	// capLogged: samples were sent with no task because of maxPending,
 	// and it was logged.
 	capLogged bool
@@ -94,7 +98,38 @@ func (b *batcher) setInfo(info ansible.JobInfo) {
 	if info.Measured == "" {
 		info.Measured = b.info.Measured
 	}
+	// What the cgroup says (setLimits) is the collector's own.
+	info.MemoryLimitBytes, info.OOMKills, info.OOMCounter = b.info.MemoryLimitBytes, b.info.OOMKills, b.info.OOMCounter
+	if info.Hosts == 0 {
+		info.Hosts = b.info.Hosts // learnt from the events
+	}
 	b.info, b.newInfo = info, true
+}
+
+// setLimits records the memory limit and OOM kills the job's cgroup
+// shows (see sampler.onLimits); the next batch carries them, and a kill
+// at killMs (> 0) names the task running then once the events show it.
+func (b *batcher) setLimits(limitBytes, kills uint64, killMs int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.info.MemoryLimitBytes, b.info.OOMKills = int64(limitBytes), int(kills)
+	if killMs > 0 {
+		b.oomMs = killMs
+	}
+	b.newInfo = true
+}
+
+// resolveOOM names the task running at the pending OOM kill when the
+// events cover its time (or the job is over). Called with b.mu held.
+func (b *batcher) resolveOOM(final bool) {
+	if b.oomMs == 0 || b.events == nil || !(final || b.events.settled(b.oomMs)) {
+		return
+	}
+	if start, ok := b.events.taskAt(b.oomMs); ok {
+		b.info.OOMCounter = start.Counter
+		b.newInfo = true
+	}
+	b.oomMs = 0
 }
 
 // run flushes every interval until ctx is done, at the times now gives
@@ -139,6 +174,12 @@ func (b *batcher) flush(now time.Time, final bool) int {
 func (b *batcher) flushOnce(id string, now time.Time, final bool) (n int, more bool) {
 	nowMs, settleMs := now.UnixMilli(), b.settle.Milliseconds()
 	b.mu.Lock()
+	b.resolveOOM(final)
+	if b.events != nil {
+		if h := b.events.Hosts(); h > b.info.Hosts {
+			b.info.Hosts, b.newInfo = h, true
+		}
+	}
 	b.unknown = b.unknown[:0]
 	forced := 0
 scan:

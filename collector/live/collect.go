@@ -90,6 +90,10 @@ type LiveConfig struct {
 	// Transport holds the token, CA bundle and client certificate sent to
 	// Server (--token-file, --ca-file, --cert-file, --key-file).
 	Transport ship.TransportConfig
+	// MemoryLimitBytes limits the command's cgroup to that much memory
+	// (--memory-limit), as a container group's pod limit does: a job
+	// outgrowing it is OOM-killed. 0: no limit of its own.
+	MemoryLimitBytes int64
 }
 
 // liveTuning holds the knobs tests turn; defaultLiveTuning is production.
@@ -273,6 +277,13 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 			log.Warn("cannot remove the job's cgroup", "err", err)
 		}
 	}()
+	if cfg.MemoryLimitBytes > 0 {
+		if err := cg.SetMemoryLimit(uint64(cfg.MemoryLimitBytes)); err != nil {
+			log.Error("cannot limit the job's memory; running the command without collection", "err", err)
+			code, _ := runPlain(ctx, &cfg, log)
+			return code, fmt.Errorf("cannot collect: --memory-limit: %w", err)
+		}
+	}
 
 	env := append(os.Environ(), EnvCgroup+"="+cg.Path())
 	if ids.id != "" {
@@ -303,7 +314,7 @@ func collectLive(ctx context.Context, cfg LiveConfig, tune liveTuning) (int, err
 	if code != 0 {
 		status = "failed"
 	}
-	p.session.SetInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status})
+	p.session.SetInfo(ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Forks: commandForks(cfg.Command, os.Environ())})
 	p.stop()
 	if !warnedNoEvents && !follower.events.seenAny() {
 		switch {
@@ -545,7 +556,8 @@ func newLivePipeline(cfg *LiveConfig, tune liveTuning, stats Stats, follower *ev
 	}
 	p.session = newSession(SessionConfig{
 		// Both ways of collecting sample a cgroup of the job's own.
-		Info:  ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup},
+		Info: ansible.JobInfo{TemplateID: cfg.Template, TemplateName: cfg.TemplateName, Status: status, Measured: ansible.MeasuredCgroup,
+			Forks: commandForks(cfg.Command, os.Environ())},
 		Stats: stats, Events: events,
 		PollInterval: cfg.PollInterval, CPUInterval: cfg.CPUInterval, MemoryInterval: cfg.MemoryInterval, PIDsInterval: cfg.PIDsInterval,
 		Settle: tune.settle, FlushInterval: tune.flushEvery,

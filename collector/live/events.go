@@ -40,6 +40,9 @@ type Events struct {
 	// newestMs is the newest created time of any event seen: every task
 	// that started at or before it is known (events arrive in order).
 	newestMs int64
+	// hosts is the most hosts a playbook_on_stats event said the play
+	// processed (0: none seen yet).
+	hosts int
 	// complete: no event will be added anymore.
 	complete bool
 	// answeredMs is the newest time the source answered at (Answered);
@@ -85,6 +88,7 @@ func (e *Events) add(evs []ansible.JobEvent) (newStart bool) {
 	sorted := true
 	for _, ev := range evs {
 		e.newestMs = max(e.newestMs, ev.TimeMs)
+		e.hosts = max(e.hosts, ev.Hosts)
 		if !e.haveLast || ev.Counter > e.last.Counter {
 			e.last, e.haveLast, e.lastTaken = ev, true, false
 		}
@@ -160,6 +164,14 @@ func compareStarts(a, b ansible.JobEvent) int {
 		return c
 	}
 	return cmp.Compare(a.Counter, b.Counter)
+}
+
+// Hosts returns the most hosts a playbook_on_stats event said the play
+// processed, 0 before one is seen.
+func (e *Events) Hosts() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.hosts
 }
 
 // taskAt returns the task start with the greatest created time at or before

@@ -1,11 +1,32 @@
 package live
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/peakline/peakline/collector/ansible"
 )
+
+// commandForks returns the forks an ansible command runs with: for
+// `ansible-runner run DIR`, its --forks, else DIR/env/cmdline's; for
+// ansible-playbook and ansible, their -f/--forks; else ANSIBLE_FORKS of
+// env, else ansible's default 5. 0 for a command that is none of these
+// (a wrapper script says nothing of its forks).
+func commandForks(argv, env []string) int {
+	if ra, ok := parseRunnerCommand(argv); ok {
+		return cmp.Or(ra.forks, ansible.CmdlineForks(ra.privateDataDir), ansible.ForksFromEnv(env), ansible.DefaultForks)
+	}
+	if len(argv) > 0 {
+		switch filepath.Base(argv[0]) {
+		case "ansible-playbook", "ansible":
+			return cmp.Or(ansible.ForksFromArgs(argv[1:]), ansible.ForksFromEnv(env), ansible.DefaultForks)
+		}
+	}
+	return 0
+}
 
 // runnerValueFlags are the ansible-runner options that take a value, so
 // that the private data dir is not mistaken for one.
@@ -32,6 +53,7 @@ type runnerArgs struct {
 	privateDataDir string
 	ident          string // --ident; "" when runner makes one up
 	artifactDir    string // --artifact-dir; "" for DIR/artifacts
+	forks          int    // --forks; 0 when not given
 }
 
 // parseRunnerCommand recognises `ansible-runner run DIR …` (also
@@ -78,6 +100,8 @@ func parseRunnerCommand(argv []string) (ra runnerArgs, ok bool) {
 				ra.ident = value
 			case "--artifact-dir":
 				ra.artifactDir = value
+			case "--forks":
+				ra.forks = ansible.ForksFromArgs([]string{"--forks=" + value})
 			}
 		case runnerListFlags[name]:
 			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {

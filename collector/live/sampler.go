@@ -104,6 +104,20 @@ type sampler struct {
 	// prevPStart is when (monotonic) the previous read of the stall
 	// counters began.
 	prevPStart time.Duration
+
+	// onLimits is told the memory limit and the OOM kills each time
+	// either changes (killMs: the stamp of the memory reading that saw
+	// the kills rise, else 0); nil, or Stats that are no LimitStats,
+	// read neither. limit and kills are the last told.
+	onLimits     func(limitBytes, kills uint64, killMs int64)
+	limit, kills uint64
+}
+
+// LimitStats is a Stats that also reads the memory limit the job lives
+// under and the OOM kills in it; *cgroup.Cgroup is one.
+type LimitStats interface {
+	MemoryLimit() (uint64, error)
+	OOMKills() (kills uint64, ok bool, err error)
 }
 
 // PressureStats is a Stats that also reads how long the job and its node
@@ -374,6 +388,41 @@ func (s *sampler) sampleMemory(stampMs int64) {
 		return
 	}
 	s.stamp(ansible.ResourceMemory, s.now().at, stampMs, float64(max(cur, peak)))
+	s.sampleLimits(stampMs)
+}
+
+// sampleLimits reads the memory limit and the OOM kills with each
+// memory reading, and tells onLimits when either changed: a kill is
+// then pinned to the reading that first saw it, so to the task running
+// within one memory interval of it.
+func (s *sampler) sampleLimits(stampMs int64) {
+	ls, ok := s.stats.(LimitStats)
+	if !ok || s.onLimits == nil {
+		return
+	}
+	limit, err := ls.MemoryLimit()
+	if s.check("memory_limit", err) {
+		return
+	}
+	kills, known, err := ls.OOMKills()
+	if s.check("oom_kills", err) {
+		return
+	}
+	if !known {
+		kills = s.kills
+	}
+	if limit == s.limit && kills == s.kills {
+		return
+	}
+	var killMs int64
+	if kills > s.kills {
+		killMs = stampMs
+		if killMs == 0 { // a regular poll: stamped now
+			killMs = s.now().at.UnixMilli()
+		}
+	}
+	s.limit, s.kills = limit, kills
+	s.onLimits(limit, kills, killMs)
 }
 
 func (s *sampler) samplePIDs(stampMs int64) {

@@ -188,6 +188,7 @@ func newSession(cfg SessionConfig, jobID func() string) *Session {
 		log:       cfg.Logger,
 		now:       tl.instant,
 		events:    cfg.Events,
+		onLimits:  s.batcher.setLimits,
 	}
 	return s
 }

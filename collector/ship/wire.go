@@ -30,6 +30,17 @@ type JobInfo struct {
 	Playbook string `json:"playbook,omitempty"`
 	// Measured: ansible.MeasuredCgroup, ansible.MeasuredProcessTree or "".
 	Measured string `json:"measured,omitempty"`
+	// What sizes the job (right-sizing): ansible's forks, the hosts its
+	// play ran on, its cgroup's memory limit in bytes, the OOM kills in
+	// that cgroup and the counter of the task running at the last one,
+	// the project's SCM revision and the execution environment's image.
+	Forks            int    `json:"forks,omitempty"`
+	Hosts            int    `json:"hosts,omitempty"`
+	MemoryLimitBytes int64  `json:"memory_limit_bytes,omitempty"`
+	OOMKills         int    `json:"oom_kills,omitempty"`
+	OOMCounter       int64  `json:"oom_counter,omitempty"`
+	ProjectRevision  string `json:"project_revision,omitempty"`
+	EEImage          string `json:"ee_image,omitempty"`
 }
 
 // Task is one start of an Ansible task; Counter is 0 when unknown.
@@ -70,6 +81,10 @@ func InfoOf(i ansible.JobInfo) JobInfo {
 		Status:       i.Status,
 		Playbook:     i.Playbook,
 		Measured:     i.Measured,
+
+		Forks: i.Forks, Hosts: i.Hosts, MemoryLimitBytes: i.MemoryLimitBytes,
+		OOMKills: i.OOMKills, OOMCounter: i.OOMCounter,
+		ProjectRevision: i.ProjectRevision, EEImage: i.EEImage,
 	}
 }
 
@@ -130,6 +145,8 @@ func (b *Batch) AddTo(j *ansible.Job) {
 		j.LastEvent = &ansible.Event{Counter: e.Counter, TimeMs: e.TimeMs}
 	}
 	if i := b.JobInfo; i != (JobInfo{}) {
-		j.Info = ansible.JobInfo{TemplateID: i.TemplateID, TemplateName: i.TemplateName, Status: i.Status, Playbook: i.Playbook, Measured: i.Measured}
+		j.Info = ansible.JobInfo{TemplateID: i.TemplateID, TemplateName: i.TemplateName, Status: i.Status, Playbook: i.Playbook, Measured: i.Measured,
+			Forks: i.Forks, Hosts: i.Hosts, MemoryLimitBytes: i.MemoryLimitBytes, OOMKills: i.OOMKills, OOMCounter: i.OOMCounter,
+			ProjectRevision: i.ProjectRevision, EEImage: i.EEImage}
 	}
 }

@@ -33,7 +33,9 @@ func goldenJob() *ansible.Job {
 				Ts: []int64{1796009981000}, Vs: []float64{0.0625}},
 		},
 		Info: ansible.JobInfo{TemplateID: "7", TemplateName: "deploy web", Status: "successful",
-			Playbook: "site.yml", Measured: ansible.MeasuredCgroup},
+			Playbook: "site.yml", Measured: ansible.MeasuredCgroup,
+			Forks: 10, Hosts: 3, MemoryLimitBytes: 536870912, OOMKills: 1, OOMCounter: 7,
+			ProjectRevision: "3f2c9e1a7b6d4c0e8f5a2b1c9d7e6f4a3b2c1d0e", EEImage: "quay.io/ansible/awx-ee:24.6.1"},
 	}
 }
 

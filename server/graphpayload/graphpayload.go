@@ -94,6 +94,9 @@ type Payload struct {
 	// "cgroup" or "process-tree" (sums over the job's processes; the job
 	// page notes it). The server fills it in.
 	Measured string `json:"measured,omitempty"`
+	// Sizing is what the job's info says of its memory limit, OOM kills
+	// and forks; absent when it says none of it. The server fills it in.
+	Sizing *Sizing `json:"sizing,omitempty"`
 	// Status is the job's state: running, successful, failed, canceled
 	// or unknown; ReportedStatus the status its sender reported, when
 	// it did (e.g. AWX's "error" for a failed job). End is when the job
@@ -109,6 +112,24 @@ type Payload struct {
 	// without stall samples. BuildGraph leaves it empty: the server
 	// fills it in.
 	Pressure []PressureBand `json:"pressure,omitempty"`
+}
+
+// Sizing is what a job's info says of its resources and inputs (the
+// jobs list carries it too); each field is left out where unknown.
+type Sizing struct {
+	Forks            int   `json:"forks,omitempty"`
+	Hosts            int   `json:"hosts,omitempty"`
+	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
+	// OOMKills counts the OOM kills in the job's cgroup; OOMCounter is
+	// the counter of the task running at the last one (0 unknown).
+	OOMKills   int   `json:"oom_kills,omitempty"`
+	OOMCounter int64 `json:"oom_counter,omitempty"`
+	// AtCap marks a job whose memory peak over the whole job (PeakBytes)
+	// reached the right-sizing's at-cap share of its limit.
+	AtCap           bool   `json:"at_cap,omitempty"`
+	PeakBytes       int64  `json:"peak_bytes,omitempty"`
+	ProjectRevision string `json:"project_revision,omitempty"`
+	EEImage         string `json:"ee_image,omitempty"`
 }
 
 // SeriesPlot is the downsampled line of one resource.

@@ -23,6 +23,9 @@ type History struct {
 	// holds the last len(Runs). Build sets it to len(runs): a caller
 	// that cut the window sets it.
 	RunsInAll int `json:"runs_in_all"`
+	// Dists is the spread of each metric over the whole finished runs of
+	// the window (see RunDists).
+	Dists Dists `json:"distribution"`
 }
 
 // RunEntry is one run of the window.
@@ -42,6 +45,9 @@ type TaskEntry struct {
 	TaskPath    string         `json:"task_path"`
 	Runs        []TaskRunEntry `json:"runs"`        // one per run it appears in, oldest first
 	Regressions []Regression   `json:"regressions"` // in run order, then Metrics order
+	// Dists is the spread of each metric of the task over the finished
+	// runs it appears in (see TaskDists).
+	Dists Dists `json:"distribution"`
 }
 
 // TaskRunEntry is one task in one run: its counter there, duration, CPU
@@ -90,7 +96,7 @@ type Contention struct {
 // Max and Mean figures.
 func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int) History {
 	h := History{TemplateID: templateID, TemplateName: templateName, Runs: make([]RunEntry, len(runs)), Tasks: []TaskEntry{},
-		MinOthers: rule.MinOthers, RunsInAll: len(runs)}
+		MinOthers: rule.MinOthers, RunsInAll: len(runs), Dists: RunDists(runs)}
 	for i, r := range runs {
 		h.Runs[i] = RunEntry{JobID: r.JobID, Start: r.StartMs, End: r.EndMs, Status: r.Status}
 	}
@@ -100,7 +106,7 @@ func Build(templateID, templateName string, runs []Run, rule Rule, maxTasks int)
 		tasks = tasks[:maxTasks]
 	}
 	for _, t := range tasks {
-		e := TaskEntry{Key: t.Key, Name: t.Name, Play: t.Play, Role: t.Role, TaskPath: t.Path, Runs: []TaskRunEntry{}, Regressions: Flag(runs, t, rule)}
+		e := TaskEntry{Key: t.Key, Name: t.Name, Play: t.Play, Role: t.Role, TaskPath: t.Path, Runs: []TaskRunEntry{}, Regressions: Flag(runs, t, rule), Dists: TaskDists(runs, t)}
 		for ri, at := range t.At {
 			if at < 0 {
 				continue

@@ -38,13 +38,19 @@ func TestBuild(t *testing.T) {
 		`{"job_id":"1003","counter":18,"start":1796010200000,"duration_ms":2400,"max":{"memory":235000000},"mean":{"memory":117500000}},` +
 		`{"job_id":"1004","counter":18,"start":1796010300000,"duration_ms":2400,"max":{"memory":232000000},"mean":{"memory":116000000}},` +
 		`{"job_id":"1005","counter":18,"start":1796010400000,"duration_ms":2400,"max":{"memory":640000000},"mean":{"memory":320000000}}],` +
-		`"regressions":[{"job_id":"1005","metric":"memory_max","value":640000000,"baseline":232000000,"factor":2.76}]},` +
+		`"regressions":[{"job_id":"1005","metric":"memory_max","value":640000000,"baseline":232000000,"factor":2.76}],` +
+		`"distribution":{"duration_ms":{"runs":5,"p50":2400,"p95":2400,"max":2400},"memory_max":{"runs":5,"p50":232000000,"p95":559000000,"max":640000000}}},` +
 		`{"key":"site.yml:20 say hello","name":"say hello","play":"web","role":"","task_path":"site.yml:20","runs":[` +
 		`{"job_id":"1001","counter":21,"start":1796010002400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}},` +
 		`{"job_id":"1002","counter":21,"start":1796010102400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}},` +
 		`{"job_id":"1004","counter":21,"start":1796010302400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}},` +
 		`{"job_id":"1005","counter":21,"start":1796010402400,"duration_ms":100,"cpu_seconds":0.05,"max":{"cpu":50},"mean":{"cpu":25}}],` +
-		`"regressions":[]}],"tasks_omitted":0,"min_others":3,"runs_in_all":5}`
+		`"regressions":[],` +
+		`"distribution":{"cpu_max":{"runs":4,"p50":50,"p95":50,"max":50},"cpu_seconds":{"runs":4,"p50":0.05,"p95":0.05,"max":0.05},"duration_ms":{"runs":4,"p50":100,"p95":100,"max":100}}}],"tasks_omitted":0,"min_others":3,"runs_in_all":5,` +
+		// p95 of the run peaks 230, 232, 232, 235, 640 MB: rank 0.95 × 4 =
+		// 3.8, so 235 + 0.8 × (640 − 235) = 559 MB.
+		`"distribution":{"cpu_max":{"runs":4,"p50":50,"p95":50,"max":50},"cpu_seconds":{"runs":4,"p50":0.05,"p95":0.05,"max":0.05},` +
+		`"duration_ms":{"runs":5,"p50":21000,"p95":21000,"max":21000},"memory_max":{"runs":5,"p50":232000000,"p95":559000000,"max":640000000}}}`
 	if string(got) != want {
 		t.Errorf("history\n got %s\nwant %s", got, want)
 	}
@@ -54,7 +60,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("capped at 1 task: %d tasks, %d omitted; want 1 and 1", len(h.Tasks), h.TasksOmitted)
 	}
 	h = Build("7", "", nil, DefaultRule(), 0)
-	if got, _ := json.Marshal(h); string(got) != `{"template_id":"7","template_name":"","runs":[],"tasks":[],"tasks_omitted":0,"min_others":3,"runs_in_all":0}` {
+	if got, _ := json.Marshal(h); string(got) != `{"template_id":"7","template_name":"","runs":[],"tasks":[],"tasks_omitted":0,"min_others":3,"runs_in_all":0,"distribution":{}}` {
 		t.Errorf("no runs: %s", got)
 	}
 }

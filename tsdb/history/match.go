@@ -54,6 +54,26 @@ type Run struct {
 	EndMs   int64
 	Status  string
 	Tasks   []TaskRun // in start order
+	// Sizing is what the job's info says of its resources and inputs.
+	Sizing Sizing
+}
+
+// Sizing is what a run's job info says of its resources and inputs;
+// every field is zero where unknown.
+type Sizing struct {
+	Forks int // ansible's --forks (AWX job forks; ansible's default 5 when nothing said it)
+	Hosts int // hosts the play ran on (playbook_on_stats)
+	// MemoryLimitBytes is the memory limit of the job's cgroup; 0: none
+	// or unknown.
+	MemoryLimitBytes float64
+	// OOMKills counts the OOM kills in the job's cgroup (or 1 for a
+	// task result of a killed process in an imported run); OOMCounter is
+	// the counter of the task running at the (last) kill, 0 unknown.
+	OOMKills   int
+	OOMCounter int64
+	// ProjectRevision and EEImage are the project's SCM revision and the
+	// execution environment's image.
+	ProjectRevision, EEImage string
 }
 
 // UnnamedKey is the key of a task with neither name nor task_path (an

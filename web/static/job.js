@@ -10,6 +10,7 @@ import { DEFAULT_RUNS, historyURL, templateURL, usualOf, usualSummary, jobRegres
 import {
   RESOURCES, RESOURCE_ORDER, fmtValue, fmtClock, fmtDate, fmtDateTime, fmtZone, fmtDuration, fmtCount, taskEvents, el, copyText, apiError, pathSegment, taskLabel,
 } from './format.js';
+import { renderJobSizing } from './rightsize.js';
 import { isLive, stateBadge } from './jobstate.js';
 
 // A live job (isLive: running, by its status) is refreshed this often.
@@ -280,6 +281,7 @@ function renderHeader(p, live) {
   ];
   $('job-meta').textContent = parts.join(' · ');
   renderMeasured(p.measured);
+  renderJobSizing($('job-sizing'), jobId, p.sizing, new Map(p.tasks.map((t) => [t.counter, t.name])));
   $('window-label').textContent = zoomed()
     ? `Window ${fmtClock(p.from, true)} – ${fmtClock(p.to, true)} (${fmtDuration(p.to - p.from)}) of the job`
     : 'Whole job';

@@ -12,6 +12,7 @@ import {
   METRICS, DEFAULT_RUNS, metricValue, historyURL, jobTaskURL, regressionText, regressionDetail, median, fmtFactor,
   isRegression,
 } from './history.js';
+import { loadRightsize } from './rightsize.js';
 
 // Runs a page may ask for with ?last=N (the API answers at most 100).
 const MAX_RUNS = 100;
@@ -230,6 +231,7 @@ function start() {
   if (!templateId) { showError('No template id in the address.'); return; }
   $('template-id').textContent = `template ${templateId}`;
   load();
+  loadRightsize($('rightsize'), templateId, lastParam(), debug);
 }
 
 start();

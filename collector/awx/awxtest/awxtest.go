@@ -84,6 +84,12 @@ type Job struct {
 	Started, Finished time.Time
 	// EventProcessingFinished is answered as event_processing_finished.
 	EventProcessingFinished bool
+	// Forks is answered as forks (AWX's 0: ansible's default),
+	// SCMRevision as scm_revision, EEImage as
+	// summary_fields.execution_environment.image ("": null); jobs only.
+	Forks       int
+	SCMRevision string
+	EEImage     string
 }
 
 // Fault is an error answer to a request.
@@ -367,11 +373,18 @@ func jobBody(m Job, detail bool) map[string]any {
 	switch m.Type {
 	case "job":
 		body["playbook"], body["job_template"], body["job_type"] = m.Playbook, nil, "run"
+		body["forks"], body["scm_revision"], body["execution_environment"] = m.Forks, m.SCMRevision, nil
+		summary := map[string]any{}
 		if m.TemplateID != 0 {
 			body["job_template"] = m.TemplateID
 			body["unified_job_template"] = m.TemplateID
-			body["summary_fields"] = map[string]any{"job_template": map[string]any{"id": m.TemplateID, "name": m.TemplateName, "description": ""}}
+			summary["job_template"] = map[string]any{"id": m.TemplateID, "name": m.TemplateName, "description": ""}
 		}
+		if m.EEImage != "" {
+			body["execution_environment"] = 1
+			summary["execution_environment"] = map[string]any{"id": 1, "name": "job ee", "description": "", "image": m.EEImage}
+		}
+		body["summary_fields"] = summary
 	case "ad_hoc_command":
 		body["module_name"], body["module_args"], body["job_type"], body["limit"] = m.ModuleName, "", "run", ""
 	case "project_update":

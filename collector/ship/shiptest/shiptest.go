@@ -34,4 +34,12 @@ type Batch struct {
 	Status       string `json:"status"`
 	Playbook     string `json:"playbook"`
 	Measured     string `json:"measured"`
+	// What sizes the job (docs/rightsizing.md).
+	Forks            int64  `json:"forks"`
+	Hosts            int64  `json:"hosts"`
+	MemoryLimitBytes int64  `json:"memory_limit_bytes"`
+	OOMKills         int64  `json:"oom_kills"`
+	OOMCounter       int64  `json:"oom_counter"`
+	ProjectRevision  string `json:"project_revision"`
+	EEImage          string `json:"ee_image"`
 }

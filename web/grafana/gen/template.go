@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/grafana/grafana-foundation-sdk/go/barchart"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
@@ -85,8 +86,44 @@ func templatePeaksPanel(title, metric, unit string) *table.PanelBuilder {
 // withTemplateView adds the template variable and panels to d.
 func withTemplateView(d *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
 	d = d.WithVariable(templateVariable())
+	d = d.WithPanel(memoryAgainstLimitPanel())
 	for _, p := range templatePeaks {
 		d = d.WithPanel(templatePeaksPanel(p.title, p.metric, p.unit))
 	}
 	return d
+}
+
+// RunPeakExpr is the memory peak of each run (job_id) of $template in
+// the dashboard's range, as templatePeaksExpr joins runs to templates.
+var RunPeakExpr = fmt.Sprintf(`max by (job_id) (max_over_time(peakline_memory_bytes[$__range]))`+
+	` * on (job_id) group_left (template_id)`+
+	` (0 * max by (job_id, template_id) (max_over_time(%s{template_id="$template"}[$__range])) + 1)`, JobInfoMetric)
+
+// RunLimitExpr is the cgroup memory limit of each run of $template that
+// had one: the memory_limit_bytes label of its info series, as a number
+// (MetricsQL's label_value).
+var RunLimitExpr = fmt.Sprintf(`max by (job_id) (label_value(max_over_time(%s{template_id="$template", memory_limit_bytes!=""}[$__range]), "memory_limit_bytes"))`, JobInfoMetric)
+
+// memoryAgainstLimitPanel bars each run's memory peak beside its memory
+// limit: a run whose peak meets its limit ran at its cap (or was
+// OOM-killed); Peakline's /templates/$template page says what to set.
+func memoryAgainstLimitPanel() *barchart.PanelBuilder {
+	return barchart.NewPanelBuilder().
+		Title("Memory peak per run against its limit, template $template").
+		Description("Each run's (job_id) memory peak beside the memory limit of its cgroup, for the runs of the job template in the time range. A peak at its limit is a run at its cap or OOM-killed; the template page's Right-size section (and GET /api/v1/templates/$template/rightsize) says what request, limit and forks to set.").
+		Datasource(ds).
+		Span(24).
+		Height(8).
+		Unit("bytes").
+		XField("job_id").
+		WithTarget(prometheus.NewDataqueryBuilder().Datasource(ds).RefId("A").Expr(RunPeakExpr).
+			LegendFormat("peak").Format(prometheus.PromQueryFormatTable).Instant()).
+		WithTarget(prometheus.NewDataqueryBuilder().Datasource(ds).RefId("B").Expr(RunLimitExpr).
+			LegendFormat("limit").Format(prometheus.PromQueryFormatTable).Instant()).
+		// One row per run with its peak and limit.
+		WithTransformation(dashboard.DataTransformerConfig{Id: "joinByField", Options: map[string]any{"byField": "job_id", "mode": "outer"}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true, "Time 1": true, "Time 2": true, "template_id": true},
+			"renameByName":  map[string]any{"Value #A": "peak", "Value #B": "limit"},
+		}})
 }

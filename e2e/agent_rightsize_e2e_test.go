@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/peakline/peakline/collector/awx/awxtest"
+)
+
+// startSizedJob starts the right-sizing playbook (sizingPlaybook, four
+// hosts) as AWX job id of template 78 with forks forks, in the
+// container cgroup whose cgroup.procs files are procs; the AWX stand-in
+// says the forks, as AWX's job API does.
+func (n *e2eNode) startSizedJob(id int64, forks int, procs []string) *runnerJob {
+	t := n.t
+	t.Helper()
+	pdd := t.TempDir()
+	for _, d := range []string{"project", "inventory", "env"} {
+		must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(sizingPlaybook), 0o644))
+	var inv strings.Builder
+	inv.WriteString("[fleet]\n")
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&inv, "h%d ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n", i)
+	}
+	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte(inv.String()), 0o644))
+	must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("hold_mib: %d\n", sizingHoldMiB)), 0o644))
+	j := &runnerJob{id: id, pdd: pdd, out: &lockedBuffer{}, done: make(chan struct{})}
+	meta := awxtest.Job{ID: id, Name: "size me", Status: "running", TemplateID: 78, TemplateName: "size me",
+		Playbook: "site.yml", ExecutionNode: "node1", Started: time.Now(), Forks: forks,
+		SCMRevision: "0123456789abcdef", EEImage: "quay.io/ansible/awx-ee:24.6.1"}
+	n.awx.AddJob(meta, j.eventsDir())
+	script := `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec ansible-runner run "$PDD" -p site.yml --ident job --forks "$FORKS"`
+	j.cmd = exec.Command("sh", append([]string{"-c", script, "job"}, procs...)...)
+	j.cmd.Env = append(os.Environ(), "PDD="+pdd, fmt.Sprintf("JOB_ID=%d", id), fmt.Sprintf("FORKS=%d", forks), "INVENTORY_ID=3",
+		"PROJECT_REVISION=0123456789abcdef", "AWX_HOST=https://awx.example.com")
+	j.cmd.Stdout, j.cmd.Stderr = j.out, j.out
+	must(t, j.cmd.Start())
+	go func() {
+		j.err = j.cmd.Wait()
+		j.ended = time.Now()
+		meta.Status, meta.Finished, meta.EventProcessingFinished = "successful", time.Now(), true
+		if j.err != nil {
+			meta.Status = "failed"
+		}
+		n.awx.SetJob(meta)
+		close(j.done)
+	}()
+	t.Cleanup(func() {
+		_ = j.cmd.Process.Kill()
+		<-j.done
+	})
+	return j
+}
+
+// limitCgroup limits the memory of the cgroup above the leaf whose
+// cgroup.procs files are procs (a container's scope): the job's
+// processes live in the leaf, under the scope's limit.
+func limitCgroup(t *testing.T, procs []string, bytes int64) {
+	t.Helper()
+	for _, p := range procs {
+		dir := filepath.Dir(filepath.Dir(p))
+		file := ""
+		switch {
+		case strings.Contains(p, "/sys/fs/cgroup/memory/"):
+			file = "memory.limit_in_bytes"
+		case len(procs) == 1:
+			file = "memory.max"
+		default:
+			continue
+		}
+		must(t, os.WriteFile(filepath.Join(dir, file), []byte(fmt.Sprint(bytes)), 0o644))
+	}
+}
+
+// The agent path: jobs found in their container cgroups, forks from the
+// AWX API stand-in, one job OOM-killed under its container's limit.
+func TestAgentRightsize(t *testing.T) {
+	n := newE2ENode(t)
+	s := serve(t, "--data", t.TempDir())
+	a := n.startAgent(s.URL)
+	base := jobIDBase()
+	// A warm-up job charges the page cache of python and ansible to a
+	// cgroup of its own.
+	warm := n.startSizedJob(base, 1, n.podmanCgroup())
+	warm.wait(t)
+	forks := []int{1, 2, 3}
+	var jobs []*runnerJob
+	for i, f := range forks {
+		j := n.startSizedJob(base+1+int64(i), f, n.podmanCgroup())
+		j.wait(t)
+		jobs = append(jobs, j)
+	}
+	for _, j := range append([]*runnerJob{warm}, jobs...) {
+		a.waitLog(t, jobDoneRE(j.id), 45*time.Second)
+	}
+	type listed struct {
+		JobID string `json:"job_id"`
+		Peaks struct {
+			Memory struct {
+				V float64 `json:"v"`
+			} `json:"memory"`
+		} `json:"peaks"`
+		Sizing struct {
+			Forks            int    `json:"forks"`
+			MemoryLimitBytes int64  `json:"memory_limit_bytes"`
+			OOMKills         int    `json:"oom_kills"`
+			OOMCounter       int64  `json:"oom_counter"`
+			EEImage          string `json:"ee_image"`
+			ProjectRevision  string `json:"project_revision"`
+		} `json:"sizing"`
+	}
+	list := func() map[string]listed {
+		t.Helper()
+		var page struct{ Jobs []listed }
+		code, body := s.get(t, "/api/v1/jobs?template=78")
+		if code != 200 || json.Unmarshal(body, &page) != nil {
+			t.Fatalf("jobs: %d %s", code, body)
+		}
+		out := map[string]listed{}
+		for _, j := range page.Jobs {
+			out[j.JobID] = j
+		}
+		return out
+	}
+	byID := list()
+	var peaks []float64
+	for i, j := range jobs {
+		e := byID[fmt.Sprint(j.id)]
+		if e.Sizing.Forks != forks[i] || e.Sizing.EEImage != "quay.io/ansible/awx-ee:24.6.1" || e.Sizing.ProjectRevision != "0123456789abcdef" {
+			t.Fatalf("job %d sizing %+v, want %d forks and the EE and revision AWX gave", j.id, e.Sizing, forks[i])
+		}
+		peaks = append(peaks, e.Peaks.Memory.V)
+	}
+	b, perFork := fitPerFork(forks, peaks)
+	t.Logf("agent: peaks %.1f MiB at forks %v: %.1f MiB + %.1f MiB per fork", mibs(peaks), forks, b/(1<<20), perFork/(1<<20))
+
+	// Three forks under the memory of one and a half: killed.
+	procs := n.podmanCgroup()
+	limit := int64(b+1.5*perFork) >> 20 << 20
+	limitCgroup(t, procs, limit)
+	oom := n.startSizedJob(base+9, 3, procs)
+	<-oom.done
+	if oom.err == nil {
+		t.Fatalf("job %d under %d bytes was not killed:\n%s", oom.id, limit, oom.out.String())
+	}
+	a.waitLog(t, jobDoneRE(oom.id), 45*time.Second)
+	hold := int64(0)
+	for c, name := range taskNames(t, oom.eventsDir()) {
+		if name == "hold memory" {
+			hold = c
+		}
+	}
+	e := list()[fmt.Sprint(oom.id)]
+	if e.Sizing.OOMKills < 1 || e.Sizing.MemoryLimitBytes != limit || e.Sizing.OOMCounter != hold || hold == 0 {
+		t.Errorf("OOM job sizing %+v, want kills under %d in hold memory (counter %d)", e.Sizing, limit, hold)
+	}
+	code, body := s.get(t, "/api/v1/templates/78/rightsize")
+	var rs rightsizeAnswer
+	if code != 200 || json.Unmarshal(body, &rs) != nil {
+		t.Fatalf("rightsize: %d %s", code, body)
+	}
+	t.Logf("agent rightsize: %s", body)
+	if rs.Forks.PerForkBytes == nil {
+		t.Fatalf("no per-fork estimate: %s", body)
+	}
+	if got := float64(*rs.Forks.PerForkBytes); got < sizingHoldMiB<<20 || got < 0.8*perFork || got > 1.2*perFork {
+		t.Errorf("per fork %.1f MiB, want within 20%% of the runs' %.1f MiB and at least %d MiB", got/(1<<20), perFork/(1<<20), sizingHoldMiB)
+	}
+	if len(rs.OOM) != 1 || rs.OOM[0].JobID != fmt.Sprint(oom.id) || rs.OOM[0].Task != "hold memory" {
+		t.Errorf("oom runs %+v, want job %d in hold memory", rs.OOM, oom.id)
+	}
+	if rs.Memory.RequestBytes <= limit {
+		t.Errorf("memory request %d not above the OOM limit %d", rs.Memory.RequestBytes, limit)
+	}
+	if !strings.Contains(rs.PodSpecOverride, "image: quay.io/ansible/awx-ee:24.6.1") {
+		t.Errorf("pod spec without the jobs' EE image:\n%s", rs.PodSpecOverride)
+	}
+}
