@@ -480,7 +480,7 @@ func forksAdvice(rs *RightSize, used []Run, peaks []float64, opts SizeOptions) {
 		case len(xs) == 0:
 			rs.Notes = append(rs.Notes, "no run says its forks: no per-fork fit")
 		default:
-			rs.Notes = append(rs.Notes, fmt.Sprintf("every run with known forks ran %d effective forks: runs with other --forks (or host counts) fit the memory per fork", f.Forks))
+			rs.Notes = append(rs.Notes, fmt.Sprintf("every run with known forks had %d effective fork(s): runs with other --forks (or host counts) are needed to fit the memory per fork", f.Forks))
 		}
 		return
 	}

@@ -149,7 +149,7 @@ func TestRightsizeFew(t *testing.T) {
 		t.Errorf("3 runs: request %d (%s), want %d", got.Memory.RequestBytes, got.Memory.Basis, 115*miB)
 	}
 	if got.Forks.PerForkBytes != nil || got.Forks.Forks != 2 || got.Forks.Fit.Runs != 3 ||
-		!slices.Contains(got.Notes, "every run with known forks ran 2 effective forks: runs with other --forks (or host counts) fit the memory per fork") {
+		!slices.Contains(got.Notes, "every run with known forks had 2 effective fork(s): runs with other --forks (or host counts) are needed to fit the memory per fork") {
 		t.Errorf("one effective fork count: %+v, notes %q", got.Forks, got.Notes)
 	}
 }
