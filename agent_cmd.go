@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -85,12 +84,12 @@ and a key of the --config file.`,
 	f.StringVar(&cfg.ProcRoot, "proc-root", "/proc", "the host's /proc (e.g. /host/proc in a container)")
 	pollFlags(f, &cfg.PollInterval, &cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval)
 	f.DurationVar(&cfg.DiscoverInterval, "discover-interval", 0, "how often to look for new jobs (default: --poll-interval)")
-	f.DurationVar(&cfg.AWXPollInterval, "awx-poll-interval", time.Second, "least time between two AWX requests about one job")
-	f.IntVar(&cfg.AWXMaxConcurrent, "awx-max-concurrent", 4, "most AWX requests in flight at once, over all jobs")
-	f.IntVar(&cfg.AWXPageSize, "awx-page-size", 200, "page_size of job event requests (AWX's largest is 200)")
-	f.DurationVar(&cfg.AWXSettle, "awx-settle", 5*time.Minute, "how long a sample waits for its task while AWX answers; while AWX is down samples wait until it answers")
-	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 10*time.Minute, "longest a finished job's events are still followed")
-	f.IntVar(&cfg.MaxHeldSamples, "max-held-samples", 100_000, "most samples one job holds while its tasks are unknown")
+	f.DurationVar(&cfg.AWXPollInterval, "awx-poll-interval", agent.DefaultAWXPollInterval, "least time between two AWX requests about one job")
+	f.IntVar(&cfg.AWXMaxConcurrent, "awx-max-concurrent", agent.DefaultAWXMaxConcurrent, "most AWX requests in flight at once, over all jobs")
+	f.IntVar(&cfg.AWXPageSize, "awx-page-size", agent.DefaultAWXPageSize, "page_size of job event requests (AWX's largest is 200)")
+	f.DurationVar(&cfg.AWXSettle, "awx-settle", agent.DefaultAWXSettle, "how long a sample waits for its task while AWX answers; while AWX is down samples wait until it answers")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", agent.DefaultDrainTimeout, "longest a finished job's events are still followed")
+	f.IntVar(&cfg.MaxHeldSamples, "max-held-samples", agent.DefaultMaxHeldSamples, "most samples one job holds while its tasks are unknown")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: /var/lib/peakline-agent/spool for root, else the user cache dir)")
 	f.StringArrayVar(&scopes, "scope", nil, "KIND:TOP:REGEXP where job containers are (repeatable; default: podman machine.slice, user.slice, libpod_parent; kubernetes kubepods.slice, kubepods, kubelet.slice)")
 	f.IntVar(&rules.MaxDepth, "scope-depth", rules.MaxDepth, "cgroup levels below a scope's TOP searched for containers")

@@ -632,7 +632,7 @@ Every flag is also an environment variable (PEAKLINE_POLL_INTERVAL for
 	f.StringVar(&cfg.Attach, "attach", "", "sample this existing cgroup instead of running a command")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "where batches wait while the server is unreachable (default: user cache dir)")
 	pollFlags(f, &cfg.PollInterval, &cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval)
-	f.IntVar(&cfg.MaxQueueSamples, "max-queue-samples", 100_000, "samples held in memory before batches spool to disk")
+	f.IntVar(&cfg.MaxQueueSamples, "max-queue-samples", live.DefaultMaxQueueSamples, "samples held in memory before batches spool to disk")
 	f.Var((*byteSize)(&cfg.MemoryLimitBytes), "memory-limit", "limit the command's cgroup to this much memory (e.g. 256MiB), as a container group's pod limit: it is OOM-killed past it (default: no limit of its own)")
 	clientFlags(f, &cfg.Transport)
 	return cmd
@@ -649,7 +649,7 @@ func clientFlags(f *pflag.FlagSet, tc *ship.TransportConfig) {
 // pollFlags adds the sampling interval flags, the same for collect and
 // agent: --poll-interval and a per-resource interval defaulting to it.
 func pollFlags(f *pflag.FlagSet, poll, cpu, memory, pids *time.Duration) {
-	f.DurationVar(poll, "poll-interval", 250*time.Millisecond, "sampling interval")
+	f.DurationVar(poll, "poll-interval", live.DefaultPollInterval, "sampling interval")
 	f.DurationVar(cpu, "cpu-poll-interval", 0, "CPU sampling interval (default: --poll-interval)")
 	f.DurationVar(memory, "memory-poll-interval", 0, "memory sampling interval (default: --poll-interval)")
 	f.DurationVar(pids, "pid-poll-interval", 0, "PID sampling interval (default: --poll-interval)")

@@ -20,6 +20,17 @@ import (
 // anything, with the flag to fix named.
 var ErrConfig = errors.New("bad agent configuration")
 
+// The defaults of Config's zero fields, for the agent command's flags.
+const (
+	DefaultPollInterval     = 250 * time.Millisecond
+	DefaultAWXPollInterval  = time.Second
+	DefaultAWXMaxConcurrent = 4
+	DefaultAWXPageSize      = 200 // AWX's largest page_size
+	DefaultAWXSettle        = 5 * time.Minute
+	DefaultDrainTimeout     = 10 * time.Minute
+	DefaultMaxHeldSamples   = 100_000
+)
+
 // Config configures Run. Zero durations and sizes take the defaults the
 // field docs give.
 type Config struct {
@@ -161,7 +172,7 @@ func (cfg *Config) fillDefaults() error {
 		}
 	}
 	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 250 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	for _, d := range []*time.Duration{&cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval, &cfg.DiscoverInterval} {
 		if *d == 0 {
@@ -169,19 +180,19 @@ func (cfg *Config) fillDefaults() error {
 		}
 	}
 	if cfg.AWXPollInterval == 0 {
-		cfg.AWXPollInterval = time.Second
+		cfg.AWXPollInterval = DefaultAWXPollInterval
 	}
 	if cfg.AWXMaxConcurrent == 0 {
-		cfg.AWXMaxConcurrent = 4
+		cfg.AWXMaxConcurrent = DefaultAWXMaxConcurrent
 	}
 	if cfg.MaxHeldSamples == 0 {
-		cfg.MaxHeldSamples = 100_000
+		cfg.MaxHeldSamples = DefaultMaxHeldSamples
 	}
 	if cfg.DrainTimeout == 0 {
-		cfg.DrainTimeout = 10 * time.Minute
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	if cfg.AWXSettle == 0 {
-		cfg.AWXSettle = 5 * time.Minute
+		cfg.AWXSettle = DefaultAWXSettle
 	}
 	if cfg.AWXPageSize < 0 || cfg.AWXPageSize > 200 {
 		return bad("--awx-page-size: %d must be between 1 and 200 (AWX's largest)", cfg.AWXPageSize)

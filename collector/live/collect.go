@@ -35,6 +35,12 @@ const (
 // ErrNoCommand means LiveConfig has neither a Command nor Attach.
 var ErrNoCommand = errors.New("no command to run and no cgroup to attach to")
 
+// The defaults of LiveConfig's zero fields, for the collect command's flags.
+const (
+	DefaultPollInterval    = 250 * time.Millisecond
+	DefaultMaxQueueSamples = 100_000
+)
+
 // LiveConfig configures Collect. Zero durations and sizes take defaults.
 type LiveConfig struct {
 	// Server is the Peakline server's base URL, e.g. http://host:9090.
@@ -422,7 +428,7 @@ func (cfg *LiveConfig) fillDefaults() error {
 		}
 	}
 	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 250 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	for _, d := range []*time.Duration{&cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval} {
 		if *d == 0 {
@@ -430,7 +436,7 @@ func (cfg *LiveConfig) fillDefaults() error {
 		}
 	}
 	if cfg.MaxQueueSamples <= 0 {
-		cfg.MaxQueueSamples = 100_000
+		cfg.MaxQueueSamples = DefaultMaxQueueSamples
 	}
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = ship.DefaultSpoolDir()

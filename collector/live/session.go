@@ -134,7 +134,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 // decided later ("" while not decided: batches wait for it).
 func newSession(cfg SessionConfig, jobID func() string) *Session {
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 250 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	for _, d := range []*time.Duration{&cfg.CPUInterval, &cfg.MemoryInterval, &cfg.PIDsInterval} {
 		if *d <= 0 {
