@@ -43,10 +43,11 @@ type engine struct {
 	noDelete bool
 }
 
-// engineBin returns ./bin/NAME (see remotetest.Bin).
+// engineBin returns the module root's bin/NAME, where make tools puts it
+// (see remotetest.Bin).
 func engineBin(t *testing.T, name string) string {
 	t.Helper()
-	return remotetest.Bin(t, filepath.Join("bin", name))
+	return remotetest.Bin(t, filepath.Join("..", "bin", name))
 }
 
 // freeAddr returns a loopback address nothing listens on.
