@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -68,13 +67,13 @@ contended. For CI pipelines, the exit code says:
 				return usageError("--max-stall: must be a share from 0 to 1 (0: judge no contention), got %v", maxStall)
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			tr, err := ship.NewTransport(tc, serverURL, logger)
+			client, err := ship.NewClient(tc, serverURL, logger)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			h, err := fetchHistory(ctx, &ship.Client{BaseURL: serverURL, HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}, template, job, last, maxStall)
+			h, err := fetchHistory(ctx, client, template, job, last, maxStall)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}

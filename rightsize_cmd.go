@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -68,7 +67,7 @@ the server could not be asked.`,
 				return usageError("--limit: must be a memory size (2GiB), got %d", limit)
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			tr, err := ship.NewTransport(tc, serverURL, logger)
+			client, err := ship.NewClient(tc, serverURL, logger)
 			if err != nil {
 				return codedError{code: exitUsage, err: err}
 			}
@@ -78,7 +77,6 @@ the server could not be asked.`,
 			if limit > 0 {
 				q.Set("limit", strconv.FormatInt(int64(limit), 10))
 			}
-			client := &ship.Client{BaseURL: serverURL, HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}
 			path := "/api/v1/templates/" + url.PathEscape(template) + "/rightsize"
 			var rs history.RightSize
 			if err := client.Get(ctx, path, q, &rs); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,6 +35,16 @@ type Client struct {
 	// TokenFile names the --token-file whose token HTTP sends (see
 	// Transport), for the *AuthError of a 401 or 403; "" when none is sent.
 	TokenFile string
+}
+
+// NewClient is the Client of a command's --server and client flags: its
+// requests go through NewTransport(tc, baseURL, log) (token, TLS).
+func NewClient(tc TransportConfig, baseURL string, log *slog.Logger) (*Client, error) {
+	tr, err := NewTransport(tc, baseURL, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Transport: tr}, TokenFile: tc.TokenFile}, nil
 }
 
 // StatusError is a non-2xx answer of the server: its HTTP status and the
