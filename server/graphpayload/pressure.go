@@ -2,7 +2,8 @@ package graphpayload
 
 import (
 	"math"
-	"slices"
+
+	"github.com/peakline/peakline/tsdb/history"
 )
 
 // StallColumn is one stall signal of a job as the graph's pressure band
@@ -45,7 +46,7 @@ func Pressure(cols []StallColumn, points int) []PressureBand {
 		if n < 2 || points < 1 {
 			continue
 		}
-		typical := medianInterval(c.Ts[:n])
+		typical := max(history.MedianInterval(c.Ts[:n]), 1)
 		per := (n + points - 1) / points // samples merged into one interval
 		b := PressureBand{Signal: c.Signal, RawSamples: n}
 		for lo := 0; lo < n; lo += per {
@@ -71,15 +72,4 @@ func Pressure(cols []StallColumn, points int) []PressureBand {
 		out = append(out, b)
 	}
 	return out
-}
-
-// medianInterval is the median of the intervals between consecutive
-// times (at least 1 ms); ts holds at least two.
-func medianInterval(ts []int64) int64 {
-	d := make([]int64, len(ts)-1)
-	for i := range d {
-		d[i] = ts[i+1] - ts[i]
-	}
-	slices.Sort(d)
-	return max(d[len(d)/2], 1)
 }

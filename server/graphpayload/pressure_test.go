@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/peakline/peakline/tsdb/history"
 )
 
 // TestPressureShares checks each interval's share is the stall seconds
@@ -58,7 +60,7 @@ func TestPressureArea(t *testing.T) {
 			ts += dt
 			c.Ts[i] = ts
 		}
-		typical := medianInterval(c.Ts)
+		typical := max(history.MedianInterval(c.Ts), 1)
 		total := 0.0
 		for i := range n {
 			dt := typical

@@ -26,7 +26,7 @@ func CPUSeconds(dst []float64, ts []int64, vs []float64, task []int32, nTasks in
 	if len(ts) == 0 {
 		return dst
 	}
-	typical := medianInterval(ts)
+	typical := MedianInterval(ts)
 	for i, v := range vs {
 		k := task[i]
 		if k < 0 || int(k) >= nTasks {
@@ -45,9 +45,9 @@ func CPUSeconds(dst []float64, ts []int64, vs []float64, task []int32, nTasks in
 	return dst
 }
 
-// medianInterval is the median of the intervals between consecutive
+// MedianInterval is the median of the intervals between consecutive
 // times; 0 for fewer than two.
-func medianInterval(ts []int64) int64 {
+func MedianInterval(ts []int64) int64 {
 	if len(ts) < 2 {
 		return 0
 	}
