@@ -325,6 +325,23 @@ func (s *jsonScan) digits() bool {
 	return s.ok
 }
 
+// accumulate reads the decimal digits at the cursor (none or more) and
+// folds them into u, u×10 + digit each; it returns u and how many it
+// read. Past 19 digits u wraps: callers count the digits and hand such
+// numbers to strconv.
+func (s *jsonScan) accumulate(u uint64) (uint64, int) {
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i] - '0'
+		if c > 9 {
+			break
+		}
+		u = u*10 + uint64(c)
+		s.i++
+	}
+	return u, s.i - start
+}
+
 // int reads an integer. Up to 18 digits it adds them up as it reads
 // them (no overflow is possible); longer ones go to strconv, which
 // refuses what int64 cannot hold.
@@ -336,16 +353,7 @@ func (s *jsonScan) int() int64 {
 		s.i++
 	}
 	d0 := s.i
-	var u uint64
-	for s.i < len(s.b) {
-		c := s.b[s.i] - '0'
-		if c > 9 {
-			break
-		}
-		u = u*10 + uint64(c)
-		s.i++
-	}
-	n := s.i - d0
+	u, n := s.accumulate(0)
 	switch {
 	case n == 0 || (n > 1 && s.b[d0] == '0'): // JSON has no leading zeros
 		s.ok = false
@@ -382,34 +390,16 @@ func (s *jsonScan) float() float64 {
 	if neg {
 		s.i++
 	}
-	var mant uint64
-	digits, frac := 0, 0
+	frac := 0
 	d0 := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i] - '0'
-		if c > 9 {
-			break
-		}
-		mant = mant*10 + uint64(c)
-		s.i++
-	}
-	digits = s.i - d0
+	mant, digits := s.accumulate(0)
 	if digits == 0 || (digits > 1 && s.b[d0] == '0') {
 		s.ok = false
 		return 0
 	}
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		s.i++
-		f0 := s.i
-		for s.i < len(s.b) {
-			c := s.b[s.i] - '0'
-			if c > 9 {
-				break
-			}
-			mant = mant*10 + uint64(c)
-			s.i++
-		}
-		frac = s.i - f0
+		mant, frac = s.accumulate(mant)
 		if frac == 0 {
 			s.ok = false
 			return 0
