@@ -2,11 +2,14 @@ package deploy
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,29 +80,57 @@ func readUnit(t *testing.T, path string) unit {
 	return u
 }
 
-// TestSystemdUnitsRunOn239 checks that every directive of both units
-// exists in systemd 239, that none of the newer ones the agent's unit
-// used to need (LoadCredential, %d) is back, and that ExecStart names no
-// specifier at all.
+// sections are a unit file's section headers in file order.
+func sections(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "[") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// environDropIn is the agent's drop-in that grants the two capabilities
+// of the environ discovery modes; the packages ship it unused.
+const environDropIn = "systemd/peakline-agent-environ.conf"
+
+// check239 reports the directives of u (read from name) that systemd 239
+// does not know.
+func check239(t *testing.T, name string, u unit) {
+	t.Helper()
+	for k, vs := range u {
+		since, ok := directiveSince[k]
+		if !ok {
+			t.Errorf("%s: %s: not in directiveSince; look up the systemd release that introduced it", name, k)
+		} else if since > oldestSystemd {
+			t.Errorf("%s: %s needs systemd %d, newer than %d", name, k, since, oldestSystemd)
+		}
+		if v, bad := newerThanOldest[k]; bad {
+			t.Errorf("%s: %s needs systemd %d", name, k, v)
+		}
+		for _, v := range vs {
+			if r, bad := newerThanOldest[k+"="+v]; bad {
+				t.Errorf("%s: %s=%s needs systemd %d", name, k, v, r)
+			}
+		}
+	}
+}
+
+// TestSystemdUnitsRunOn239 checks that every directive of both units and
+// of the agent's drop-in exists in systemd 239, that none of the newer
+// ones the agent's unit used to need (LoadCredential, %d) is back, and
+// that ExecStart names no specifier at all. Neither unit grants a
+// capability; the drop-in grants exactly the agent's two.
 func TestSystemdUnitsRunOn239(t *testing.T) {
 	for _, name := range []string{"peakline.service", "peakline-agent.service"} {
 		u := readUnit(t, filepath.Join("systemd", name))
-		for k, vs := range u {
-			since, ok := directiveSince[k]
-			if !ok {
-				t.Errorf("%s: %s: not in directiveSince; look up the systemd release that introduced it", name, k)
-			} else if since > oldestSystemd {
-				t.Errorf("%s: %s needs systemd %d, newer than %d", name, k, since, oldestSystemd)
-			}
-			if v, bad := newerThanOldest[k]; bad {
-				t.Errorf("%s: %s needs systemd %d", name, k, v)
-			}
-			for _, v := range vs {
-				if r, bad := newerThanOldest[k+"="+v]; bad {
-					t.Errorf("%s: %s=%s needs systemd %d", name, k, v, r)
-				}
-			}
-		}
+		check239(t, name, u)
 		if len(u["ExecStart"]) != 1 || strings.Contains(u["ExecStart"][0], "%") {
 			t.Errorf("%s: ExecStart %q: want one command without specifiers (%%d needs systemd 251)", name, u["ExecStart"])
 		}
@@ -115,24 +146,40 @@ func TestSystemdUnitsRunOn239(t *testing.T) {
 		}
 	}
 
-	serve := readUnit(t, "systemd/peakline.service")
-	if !reflect.DeepEqual(serve["CapabilityBoundingSet"], []string{""}) || serve["AmbientCapabilities"] != nil {
-		t.Errorf("serve: CapabilityBoundingSet %q AmbientCapabilities %q, want none at all", serve["CapabilityBoundingSet"], serve["AmbientCapabilities"])
+	for _, name := range []string{"peakline.service", "peakline-agent.service"} {
+		u := readUnit(t, filepath.Join("systemd", name))
+		if !reflect.DeepEqual(u["CapabilityBoundingSet"], []string{""}) || u["AmbientCapabilities"] != nil {
+			t.Errorf("%s: CapabilityBoundingSet %q AmbientCapabilities %q, want none at all (an empty bounding set)", name, u["CapabilityBoundingSet"], u["AmbientCapabilities"])
+		}
 	}
+	serve := readUnit(t, "systemd/peakline.service")
 	if !reflect.DeepEqual(serve["StateDirectory"], []string{"peakline"}) {
 		t.Errorf("serve: StateDirectory %v, want peakline (/var/lib/peakline)", serve["StateDirectory"])
 	}
 	agent := readUnit(t, "systemd/peakline-agent.service")
 	for k, want := range map[string]string{
-		"AmbientCapabilities":   "CAP_SYS_PTRACE CAP_DAC_READ_SEARCH",
-		"CapabilityBoundingSet": "CAP_SYS_PTRACE CAP_DAC_READ_SEARCH",
-		"ReadOnlyPaths":         "/sys/fs/cgroup /proc",
-		"StateDirectory":        "peakline-agent",
-		"MemoryMax":             "256M",
+		"NoNewPrivileges": "yes",
+		"SecureBits":      "noroot-locked",
+		"ReadOnlyPaths":   "/sys/fs/cgroup /proc",
+		"StateDirectory":  "peakline-agent",
+		"MemoryMax":       "256M",
 	} {
 		if !reflect.DeepEqual(agent[k], []string{want}) {
 			t.Errorf("agent: %s=%v, want %s", k, agent[k], want)
 		}
+	}
+
+	dropIn := readUnit(t, environDropIn)
+	check239(t, environDropIn, dropIn)
+	want := unit{
+		"AmbientCapabilities":   {"CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"},
+		"CapabilityBoundingSet": {"CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"},
+	}
+	if !reflect.DeepEqual(dropIn, want) {
+		t.Errorf("%s: %q, want only %q", environDropIn, dropIn, want)
+	}
+	if got := sections(t, environDropIn); !reflect.DeepEqual(got, []string{"[Service]"}) {
+		t.Errorf("%s: sections %q, want [Service] only", environDropIn, got)
 	}
 }
 
@@ -177,13 +224,13 @@ func toString(v any) string {
 	return strings.TrimSpace(string(b))
 }
 
-// TestSystemdAnalyzeVerify runs systemd-analyze verify on both units with
-// their /usr/bin/peakline pointed at the built binary (verify checks that
-// the command exists). It runs wherever systemd-analyze is installed and
-// is required under CI=true.
-func TestSystemdAnalyzeVerify(t *testing.T) {
-	analyze := needTool(t, "systemd-analyze")
-	dir := t.TempDir()
+// writeUnits copies both units into dir with their /usr/bin/peakline
+// pointed at the built binary (verify checks that the command exists),
+// and, with dropIn, the agent's environ drop-in into
+// dir/peakline-agent.service.d, where systemd-analyze, which searches the
+// units' own directory, finds it. It returns the units' paths.
+func writeUnits(t *testing.T, dir string, dropIn bool) []string {
+	t.Helper()
 	var units []string
 	for _, name := range []string{"peakline.service", "peakline-agent.service"} {
 		b, err := os.ReadFile(filepath.Join("systemd", name))
@@ -200,6 +247,29 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		}
 		units = append(units, p)
 	}
+	if dropIn {
+		b, err := os.ReadFile(environDropIn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := filepath.Join(dir, "peakline-agent.service.d")
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "environ.conf"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return units
+}
+
+// TestSystemdAnalyzeVerify runs systemd-analyze verify on both units, the
+// agent's with its environ drop-in installed. It runs wherever
+// systemd-analyze is installed and is required under CI=true.
+func TestSystemdAnalyzeVerify(t *testing.T) {
+	analyze := needTool(t, "systemd-analyze")
+	dir := t.TempDir()
+	units := writeUnits(t, dir, true)
 	out, err := exec.Command(analyze, append([]string{"verify"}, units...)...).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
@@ -211,5 +281,76 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	}
 	if out, err := exec.Command(analyze, "verify", bad).CombinedOutput(); err == nil && len(out) == 0 {
 		t.Fatalf("systemd-analyze verify accepts a unit with a missing command and an unknown directive")
+	}
+	// And verify reads the drop-in beside the unit: a fault in it is found.
+	if err := os.WriteFile(filepath.Join(dir, "peakline-agent.service.d", "bad.conf"), []byte("[Service]\nProtectNothing=yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := exec.Command(analyze, "verify", units[1]).CombinedOutput(); !strings.Contains(string(out), "bad.conf") {
+		t.Fatalf("systemd-analyze verify does not read the agent's drop-in directory:\n%s", out)
+	}
+}
+
+// TestSystemdAgentCapabilities asks systemd itself what the agent's unit
+// grants, with and without the environ drop-in: systemd-analyze security
+// --offline (systemd 250, --json 251) loads the unit and the drop-ins
+// beside it as the manager would. Without the drop-in every capability
+// check passes; with it exactly the two capability checks the drop-in's
+// pair touches fail, and ambient capabilities are given. This is how
+// systemd merges CapabilityBoundingSet=: the unit's empty assignment
+// resets the set, the drop-in's later one sets it.
+func TestSystemdAgentCapabilities(t *testing.T) {
+	analyze := needTool(t, "systemd-analyze")
+	v, err := exec.Command(analyze, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var release int
+	if _, err := fmt.Sscanf(string(v), "systemd %d", &release); err != nil {
+		t.Fatalf("systemd-analyze --version %q: %v", v, err)
+	}
+	if release < 251 {
+		t.Skipf("systemd-analyze %d: security --offline --json needs 251", release)
+	}
+	// exposed runs the analysis and returns the capability checks that
+	// fail, sorted.
+	exposed := func(unitPath string) []string {
+		t.Helper()
+		out, err := exec.Command(analyze, "security", "--offline=yes", "--json=short", unitPath).Output()
+		if err != nil {
+			t.Fatalf("systemd-analyze security %s: %v\n%s", unitPath, err, out)
+		}
+		var checks []struct {
+			Set  bool   `json:"set"`
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(out, &checks); err != nil {
+			t.Fatalf("systemd-analyze security --json: %v\n%s", err, out)
+		}
+		var bad []string
+		n := 0
+		for _, c := range checks {
+			if !strings.HasPrefix(c.Name, "CapabilityBoundingSet=") && !strings.HasPrefix(c.Name, "AmbientCapabilities=") {
+				continue
+			}
+			n++
+			if !c.Set {
+				bad = append(bad, c.Name)
+			}
+		}
+		if n < 20 {
+			t.Fatalf("systemd-analyze security reports %d capability checks, want the 20 and more of systemd 251", n)
+		}
+		slices.Sort(bad)
+		return bad
+	}
+	plain := writeUnits(t, t.TempDir(), false)[1]
+	if got := exposed(plain); got != nil {
+		t.Errorf("the agent's unit alone: failing capability checks %q, want none", got)
+	}
+	withDropIn := writeUnits(t, t.TempDir(), true)[1]
+	want := []string{"AmbientCapabilities=", "CapabilityBoundingSet=~CAP_(DAC_*|FOWNER|IPC_OWNER)", "CapabilityBoundingSet=~CAP_SYS_PTRACE"}
+	if got := exposed(withDropIn); !reflect.DeepEqual(got, want) {
+		t.Errorf("the agent's unit with %s: failing capability checks %q, want %q", environDropIn, got, want)
 	}
 }

@@ -215,15 +215,18 @@ func TestDistTarball(t *testing.T) {
 	slices.Sort(names)
 	want := []string{top}
 	for _, d := range []string{"README.md", "docs", "docs/installing.md", "etc", "etc/agent.yaml", "etc/auth.yaml", "etc/serve.yaml",
-		"peakline", "systemd", "systemd/peakline-agent.service", "systemd/peakline.service"} {
+		"peakline", "systemd", "systemd/peakline-agent-environ.conf", "systemd/peakline-agent.service", "systemd/peakline.service"} {
 		want = append(want, top+"/"+d)
 	}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("tarball entries\n got %q\nwant %q", names, want)
 	}
 	bin := entries[top+"/peakline"]
-	if bin.mode != 0o755 || entries[top+"/etc/auth.yaml"].mode != 0o600 {
-		t.Errorf("modes: peakline %o auth.yaml %o, want 755 and 600", bin.mode, entries[top+"/etc/auth.yaml"].mode)
+	for name, mode := range map[string]int64{"peakline": 0o755, "etc/auth.yaml": 0o600, "etc/serve.yaml": 0o640,
+		"systemd/peakline-agent.service": 0o644, "systemd/peakline-agent-environ.conf": 0o644} {
+		if got := entries[top+"/"+name].mode; got != mode {
+			t.Errorf("%s: mode %o, want %o", name, got, mode)
+		}
 	}
 	for _, fi := range releaseFiles {
 		if fi.src == "" {
@@ -538,7 +541,9 @@ func TestDistDeb(t *testing.T) {
 		f := strings.Fields(l) // -rw-r----- root/peakline 557 2026-12-02 00:50 ./etc/peakline/agent.yaml
 		got[strings.TrimPrefix(f[len(f)-1], ".")] = f[0] + " " + f[1]
 	}
-	for path, want := range map[string]string{
+	// Every file the package holds, exactly, and /etc/peakline; the other
+	// directories are the ones these imply.
+	want := map[string]string{
 		"/usr/bin/peakline":                              "-rwxr-xr-x root/root",
 		"/etc/peakline/":                                 "drwxr-x--- root/peakline",
 		"/etc/peakline/serve.yaml":                       "-rw-r----- root/peakline",
@@ -546,9 +551,19 @@ func TestDistDeb(t *testing.T) {
 		"/etc/peakline/auth.yaml":                        "-rw------- peakline/peakline",
 		"/usr/lib/systemd/system/peakline.service":       "-rw-r--r-- root/root",
 		"/usr/lib/systemd/system/peakline-agent.service": "-rw-r--r-- root/root",
-	} {
-		if got[path] != want {
-			t.Errorf("%s: %q, want %q", path, got[path], want)
+		// Shipped, not active: no drop-in directory under /usr/lib/systemd.
+		"/usr/share/peakline/systemd/peakline-agent-environ.conf": "-rw-r--r-- root/root",
+		"/usr/share/doc/peakline/installing.md":                   "-rw-r--r-- root/root",
+		"/usr/share/doc/peakline/README.md":                       "-rw-r--r-- root/root",
+	}
+	for path, w := range want {
+		if got[path] != w {
+			t.Errorf("%s: %q, want %q", path, got[path], w)
+		}
+	}
+	for path, g := range got {
+		if _, ok := want[path]; !ok && !strings.HasPrefix(g, "d") {
+			t.Errorf("the .deb holds %s (%s), which no release file is", path, g)
 		}
 	}
 }
@@ -571,9 +586,27 @@ func TestDistRPM(t *testing.T) {
 	if got := strings.Fields(q("-c")); !reflect.DeepEqual(got, []string{"/etc/peakline/agent.yaml", "/etc/peakline/auth.yaml", "/etc/peakline/serve.yaml"}) {
 		t.Errorf("config files %q", got)
 	}
-	if got := q("--queryformat", "[%{FILENAMES} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEFLAGS:fflags}\n]"); !strings.Contains(got, "/etc/peakline/auth.yaml -rw------- peakline:peakline cn") ||
-		!strings.Contains(got, "/etc/peakline drwxr-x--- root:peakline") || !strings.Contains(got, "/usr/bin/peakline -rwxr-xr-x root:root") {
-		t.Errorf("rpm files:\n%s", got)
+	// Every entry, exactly: config files are "cn" (%config(noreplace)),
+	// and the agent's environ drop-in is an ordinary file under
+	// /usr/share, not active.
+	wantFiles := strings.Join([]string{
+		"/etc/peakline drwxr-x--- root:peakline ",
+		"/etc/peakline/agent.yaml -rw-r----- root:peakline cn",
+		"/etc/peakline/auth.yaml -rw------- peakline:peakline cn",
+		"/etc/peakline/serve.yaml -rw-r----- root:peakline cn",
+		"/usr/bin/peakline -rwxr-xr-x root:root ",
+		"/usr/lib/systemd/system/peakline-agent.service -rw-r--r-- root:root ",
+		"/usr/lib/systemd/system/peakline.service -rw-r--r-- root:root ",
+		"/usr/share/doc/peakline/README.md -rw-r--r-- root:root ",
+		"/usr/share/doc/peakline/installing.md -rw-r--r-- root:root ",
+		"/usr/share/peakline/systemd/peakline-agent-environ.conf -rw-r--r-- root:root ",
+	}, "\n")
+	out, err := exec.Command(rpmCmd, "-qp", "--nosignature", "--queryformat", "[%{FILENAMES} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEFLAGS:fflags}\n]", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rpm -qp --queryformat: %v\n%s", err, out)
+	}
+	if got := strings.TrimSuffix(string(out), "\n"); got != wantFiles {
+		t.Errorf("rpm files:\n%s\nwant\n%s", got, wantFiles)
 	}
 	if got := q("--scripts"); !strings.Contains(got, "useradd --system --gid peakline") || !strings.Contains(got, "preuninstall scriptlet") {
 		t.Errorf("rpm scripts:\n%s", got)

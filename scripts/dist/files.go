@@ -25,11 +25,15 @@ type installed struct {
 // Settings are readable by the service's group only; the auth file holds
 // credentials and is the service user's alone (serve reads it as that
 // user); the agent's token files are the administrator's to create
-// (root:peakline 0640, docs/installing.md).
+// (root:peakline 0640, docs/installing.md). The agent's environ drop-in
+// lies in /usr/share, not in a drop-in directory: it grants two
+// capabilities that only the environ discovery modes need, and the
+// administrator who needs them copies it to /etc/systemd/system.
 var releaseFiles = []installed{
 	{src: "", dst: "/usr/bin/peakline", tarPath: "peakline", mode: 0o755, owner: "root", group: "root"},
 	{src: "deploy/systemd/peakline.service", dst: "/usr/lib/systemd/system/peakline.service", tarPath: "systemd/peakline.service", mode: 0o644, owner: "root", group: "root"},
 	{src: "deploy/systemd/peakline-agent.service", dst: "/usr/lib/systemd/system/peakline-agent.service", tarPath: "systemd/peakline-agent.service", mode: 0o644, owner: "root", group: "root"},
+	{src: "deploy/systemd/peakline-agent-environ.conf", dst: "/usr/share/peakline/systemd/peakline-agent-environ.conf", tarPath: "systemd/peakline-agent-environ.conf", mode: 0o644, owner: "root", group: "root"},
 	{src: "deploy/etc/serve.yaml", dst: "/etc/peakline/serve.yaml", tarPath: "etc/serve.yaml", mode: 0o640, owner: "root", group: "peakline", config: true},
 	{src: "deploy/etc/agent.yaml", dst: "/etc/peakline/agent.yaml", tarPath: "etc/agent.yaml", mode: 0o640, owner: "root", group: "peakline", config: true},
 	{src: "deploy/etc/auth.yaml", dst: "/etc/peakline/auth.yaml", tarPath: "etc/auth.yaml", mode: 0o600, owner: "peakline", group: "peakline", config: true},
