@@ -522,21 +522,37 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(testscale.Scaled(t, 5*time.Second)); !slices.Equal(tr.Procs(), []int{pid}); {
-		if time.Now().After(deadline) {
-			t.Fatalf("members %v; want the root %d alone", tr.Procs(), pid)
-		}
-		if _, err := tr.CPU(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var passes []string // the Tree's state after each pass, logged on failure
+	cpu := func() (time.Duration, error) {
+		d, err := tr.CPU()
+		passes = append(passes, treeState(tr))
+		return d, err
 	}
-	// The root waits in read: its time stands still.
-	root0 := procTotal(t, pid)
-	cpu0, err := tr.CPU()
-	if err != nil {
-		t.Fatal(err)
+	// settle makes passes until the root's own and reaped time stood
+	// still across two of them (two: a root read just before it reaped
+	// is seen again) and returns the Tree's counter and the root's time
+	// of that moment. The root may be short of its read yet (at the
+	// start, dash's start-up takes tens of milliseconds under emulation)
+	// or back from it (its echo after the chain) and cross a clock tick.
+	settle := func() (counted, root time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(testscale.Scaled(t, 5*time.Second)); ; {
+			before := procTotal(t, pid)
+			for range 2 {
+				if counted, err = cpu(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if root = procTotal(t, pid); root == before && slices.Equal(tr.Procs(), []int{pid}) {
+				return counted, root
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the root's time still grows (%v, then %v) or members %v are more than the root %d: it should wait in read alone", before, root, tr.Procs(), pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
+	cpu0, root0 := settle()
 
 	burned := make(chan string, 1)
 	go func() {
@@ -556,39 +572,39 @@ func TestRealProcessTreeChainExit(t *testing.T) {
 			polling = false
 		case <-time.After(10 * time.Millisecond):
 		}
-		if _, err := tr.CPU(); err != nil {
+		if _, err := cpu(); err != nil {
 			t.Fatal(err)
 		}
 		members = max(members, len(tr.Procs()))
 	}
-	// Two more passes: a root read just before it reaped is seen again.
-	// The root runs on after printing (its echo, back into read) and may
-	// cross a clock tick meanwhile: its time is read before and after
-	// the passes until it stood still across them, so both sides of the
-	// comparison are of the same moment (under emulation the root's few
-	// instructions there take milliseconds).
-	var cpu1, root1 time.Duration
-	for deadline := time.Now().Add(testscale.Scaled(t, 5*time.Second)); ; {
-		before := procTotal(t, pid)
-		for range 2 {
-			if cpu1, err = tr.CPU(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if root1 = procTotal(t, pid); root1 == before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the root's time still grows (%v, then %v): it should wait in read", before, root1)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cpu1, root1 := settle()
 	if members != 3 {
 		t.Errorf("at most %d members; want 3 (the root and the two shells)", members)
 	}
 	if got, want := cpu1-cpu0, root1-root0; got != want || want < 50*time.Millisecond {
+		t.Logf("the root %d at %v then %v; the passes:\n%s", pid, root0, root1, strings.Join(passes, "\n"))
 		t.Fatalf("the Tree counted %v while the root's own and reaped time grew by %v (want equal, at least 50ms)", got, want)
 	}
+}
+
+// treeState is one line of the Tree's counter and members (pid: parent,
+// own and reaped ticks, credit and its passes).
+func treeState(tr *Tree) string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "pass %d: %d ticks;", tr.gen, tr.cpuTicks)
+	pids := make([]int, 0, len(tr.members))
+	for pid := range tr.members {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	for _, pid := range pids {
+		m := tr.members[pid]
+		p := tr.snap[pid]
+		fmt.Fprintf(&b, " %d(%d %c u%d s%d cu%d cs%d own%d reaped%d credit%d/%d)", pid, m.ppid, p.state, p.utime, p.stime, p.cutime, p.cstime, m.own, m.reaped, m.credit, m.creditPasses)
+	}
+	return b.String()
 }
 
 // TestScaled checks the deadline scale: unset it is 1, set it multiplies.
