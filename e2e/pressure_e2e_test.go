@@ -18,30 +18,97 @@ import (
 )
 
 // pressurePlaybook does a fixed amount of work: its CPU task counts down
-// {{ work }} × {{ unit }} in Python (pressureUnit: about 2 CPU seconds per
-// unit on an idle machine, more under load), so only CPU stolen by other
-// work makes it slower, never less work. A unit must stay well above the rule's
-// floors (1 s of duration, 1 CPU second: DefaultFloors), or doubling it
-// on a fast idle machine would not count as a change.
+// {{ work }} × {{ unit }} in Python, so only CPU stolen by other work
+// makes it slower, never less work. The task runs through the raw
+// module, whose own cost (no module payload, no second interpreter) is a
+// small part of the task; calibrate sizes the unit against what is left.
 const pressurePlaybook = `- name: pressure noise
   hosts: localhost
   connection: local
   gather_facts: false
   tasks:
     - name: burn a fixed amount of cpu
-      ansible.builtin.command:
-        argv: [python3, -c, "n = {{ work }} * {{ unit }}\nwhile n: n -= 1"]
+      ansible.builtin.raw: "python3 -c 'n = {{ work }} * {{ unit }}\nwhile n: n -= 1'"
     - name: fork sleepers
       ansible.builtin.shell: "for i in $(seq 1 10); do sleep 1 & done; wait"
 `
 
-// pressureUnit is the countdown of one unit of the CPU task's work: 60
-// million on a host, divided by PEAKLINE_TEST_TIME_SCALE under emulation
-// (make test-v2), whose CPU is that many times slower, so that a unit
-// still takes about 2 CPU seconds of the guest's and the run about as
-// long as on a host.
-func pressureUnit(t *testing.T) int {
-	return int(60e6 / (float64(testscale.Scaled(t, time.Second)) / float64(time.Second)))
+// calibrate returns the countdown of one unit of the CPU task's work:
+// enough that the unit takes at least five times the CPU time and the
+// wall time the task costs Ansible without it (measured by a run of
+// work 0 stored under template 41, apart from the judged runs), and at
+// least 2 CPU seconds. Doubling the work then makes the task at least
+// 1.83 times as long and as costly, well past the rule's factor of 1.5,
+// on a host and under emulation alike (make test-v2, where the CPU is
+// about ten times slower, Ansible's own cost a larger part of a task and
+// the same work's CPU time varies by a quarter from run to run).
+func calibrate(t *testing.T, s *served, pin []string) int {
+	t.Helper()
+	// The countdown's speed: CPU time of n and of none (the start-up).
+	cpu := func(n int) time.Duration {
+		args := append(slices.Clone(pin), "python3", "-c", fmt.Sprintf("n = %d\nwhile n: n -= 1", n))
+		c := exec.Command(args[0], args[1:]...)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+	}
+	probe := int(10e6 / (float64(testscale.Scaled(t, time.Second)) / float64(time.Second)))
+	per := (cpu(probe) - cpu(0)).Seconds() / float64(probe)
+	if per <= 0 {
+		t.Fatalf("a countdown of %d took no CPU time", probe)
+	}
+	collectNoiseRun(t, s, pin, "41", noiseRun{id: "calibrate", work: 0}, 1)
+	h := templateHistory(t, s, "41", "")
+	var cost TaskCost
+	for _, task := range h.Tasks {
+		if task.Name == "burn a fixed amount of cpu" && len(task.Runs) == 1 {
+			cost = TaskCost{float64(task.Runs[0].DurationMs) / 1000, deref(task.Runs[0].CPUSeconds)}
+		}
+	}
+	if cost.Seconds <= 0 {
+		t.Fatalf("the calibration run of template 41 has no CPU task: %+v", h.Tasks)
+	}
+	need := max(2, 5*cost.Seconds, 5*cost.CPUSeconds) // CPU seconds of one unit
+	unit := int(need / per)
+	t.Logf("calibration: the CPU task costs Ansible %.2f s and %.2f CPU s without work; a countdown of 1M takes %.3f CPU s: one unit is %d (%.1f CPU s)",
+		cost.Seconds, cost.CPUSeconds, per*1e6, unit, need)
+	return unit
+}
+
+// TaskCost is a task's duration and CPU time, in seconds.
+type TaskCost struct{ Seconds, CPUSeconds float64 }
+
+// collectNoiseRun runs the pressure playbook once under peakline collect
+// (under pin) as a run of template, the CPU task doing r.work units.
+func collectNoiseRun(t *testing.T, s *served, pin []string, template string, r noiseRun, unit int) {
+	t.Helper()
+	pdd := t.TempDir()
+	for _, d := range []string{"project", "inventory", "env"} {
+		must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(pressurePlaybook), 0o644))
+	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("work: %d\nunit: %d\n", r.work, unit)), 0o644))
+	args := append(slices.Clone(pin), peaklineBin(t), "collect", "--server", s.URL, "--template", template, "--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(),
+		"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", r.id)
+	start := time.Now()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "collection done") {
+		t.Fatalf("collect %s: %v\n%s", r.id, err, out)
+	}
+	t.Logf("run %s of template %s (work %d, hog %v) took %v", r.id, template, r.work, r.hog, time.Since(start).Round(time.Second))
+}
+
+// templateHistory reads /api/v1/templates/ID/history with query.
+func templateHistory(t *testing.T, s *served, id, query string) history.History {
+	t.Helper()
+	code, body := s.get(t, "/api/v1/templates/"+id+"/history"+query)
+	var h history.History
+	if code != 200 || json.Unmarshal(body, &h) != nil {
+		t.Fatalf("history of template %s%s: %d %s", id, query, code, body)
+	}
+	return h
 }
 
 // noiseRun is one run of the noise test: its job id, whether CPU hogs
@@ -90,39 +157,19 @@ func TestPressureNoise(t *testing.T) {
 			hogs = 1
 		}
 	}
+	unit := calibrate(t, s, pin)
 	for _, r := range runs {
-		pdd := t.TempDir()
-		for _, d := range []string{"project", "inventory", "env"} {
-			must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
-		}
-		must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(pressurePlaybook), 0o644))
-		must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
-		must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("work: %d\nunit: %d\n", r.work, pressureUnit(t))), 0o644))
 		var stop func()
 		if r.hog {
 			stop = startHogs(t, pin, hogs)
 		}
-		args := append(slices.Clone(pin), peaklineBin(t), "collect", "--server", s.URL, "--template", "42", "--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(),
-			"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", r.id)
-		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		collectNoiseRun(t, s, pin, "42", r, unit)
 		if stop != nil {
 			stop()
 		}
-		if err != nil || !strings.Contains(string(out), "collection done") {
-			t.Fatalf("collect %s: %v\n%s", r.id, err, out)
-		}
 	}
 
-	get := func(query string) history.History {
-		t.Helper()
-		code, body := s.get(t, "/api/v1/templates/42/history"+query)
-		var h history.History
-		if code != 200 || json.Unmarshal(body, &h) != nil {
-			t.Fatalf("history%s: %d %s", query, code, body)
-		}
-		return h
-	}
-	withRule, without := get(""), get("?max_stall=0")
+	withRule, without := templateHistory(t, s, "42", ""), templateHistory(t, s, "42", "?max_stall=0")
 	// The playbook's two tasks; Ansible's start-up before the first is no
 	// task of the template's (history.BeforeFirstTask).
 	if len(withRule.Runs) != len(runs) || len(withRule.Tasks) != 2 {
