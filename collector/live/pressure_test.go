@@ -163,3 +163,51 @@ func TestSamplerPressureAllStalled(t *testing.T) {
 		}
 	})
 }
+
+// dyingStats is a job whose cgroup is empty (populated 0) while its
+// counters still grow until until, as they do while the last process's
+// exit runs or waits for a CPU: CPU at one CPU, CPU stall at half.
+type dyingStats struct {
+	fakeStats
+	until time.Time
+}
+
+func (f *dyingStats) elapsed() time.Duration {
+	now := time.Now()
+	if now.After(f.until) {
+		now = f.until
+	}
+	return now.Sub(f.start)
+}
+
+func (f *dyingStats) CPU() (time.Duration, error) { return f.elapsed(), nil }
+
+func (f *dyingStats) Pressure() (cgroup.Pressure, error) {
+	return cgroup.Pressure{CPUStall: f.elapsed() / 2, HasCPUStall: true}, nil
+}
+
+func (f *dyingStats) Populated() (bool, error) { return false, nil }
+
+// TestSamplerSettlesEmptyCgroup checks the last sample of a job whose
+// cgroup emptied waits for its counters to stand still: the CPU stall
+// samples add up to what the counter grew by in all, 40 ms of it after
+// the sampler was stopped, and the sampler stops within one read of the
+// standstill.
+func TestSamplerSettlesEmptyCgroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		st := &dyingStats{fakeStats: fakeStats{start: start, mem: 1, pids: 1}, until: start.Add(430 * time.Millisecond)}
+		sum := 0.0
+		sampleEvery100ms(t, st, 350*time.Millisecond, func(x liveSample) {
+			if x.resource == ansible.ResourceCPUStall {
+				sum += x.v
+			}
+		})
+		if took := time.Since(start); took < 430*time.Millisecond || took > 430*time.Millisecond+2*settleStep {
+			t.Errorf("the sampler stopped after %v; want at the counters' standstill at 430ms, within two reads", took)
+		}
+		if want := 0.215; sum < want-1e-9 || sum > want+1e-9 {
+			t.Errorf("cpu_stall samples add up to %v s; the counter grew by %v s", sum, want)
+		}
+	})
+}

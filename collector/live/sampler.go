@@ -74,8 +74,9 @@ type liveSample struct {
 // kernel does not give is not sent at all, and said once in the log.
 //
 // After ctx ends, run takes one last sample of each resource (the tail of
-// CPU time, the peak since the last poll). Reading errors are logged once
-// per resource and skipped.
+// CPU time, the peak since the last poll), once an emptied cgroup's
+// counters stood still (settle). Reading errors are logged once per
+// resource and skipped.
 type sampler struct {
 	stats                         Stats
 	cpuEvery, memEvery, pidsEvery time.Duration
@@ -183,6 +184,7 @@ func (s *sampler) run(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
+				s.settle()
 				s.sampleAll()
 				return
 			case <-t.C:
@@ -199,6 +201,7 @@ func (s *sampler) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			s.settle()
 			s.sampleAll()
 			return
 		case <-cpuT.C:
@@ -210,6 +213,55 @@ func (s *sampler) run(ctx context.Context) {
 		case <-starts:
 			s.boundary()
 		}
+	}
+}
+
+// Settling before the last sample: reads settleStep apart, for at most
+// settleFor.
+const (
+	settleStep = 10 * time.Millisecond
+	settleFor  = 500 * time.Millisecond
+)
+
+// settle waits, before the last sample of a job whose cgroup is empty
+// (Stats with a Populated method that says so), until the job's CPU and
+// stall counters stand still. The kernel charges a process that left the
+// cgroup until it is dead: its exit still runs, or waits for a CPU,
+// after cgroup.events says populated 0 (3 ms of CPU stall were counted
+// after it under emulation), and the last sample would miss that tail.
+// A job still running (collect stopped by a signal) is not waited for.
+func (s *sampler) settle() {
+	p, ok := s.stats.(interface{ Populated() (bool, error) })
+	if !ok {
+		return
+	}
+	if populated, err := p.Populated(); err != nil || populated {
+		return
+	}
+	type counters struct{ cpu, cpuStall, memStall, throttled time.Duration }
+	read := func() (counters, bool) {
+		var c counters
+		var err error
+		if c.cpu, err = s.stats.CPU(); err != nil {
+			return c, false
+		}
+		if s.pressure != nil {
+			pr, err := s.pressure.Pressure()
+			if err != nil {
+				return c, false
+			}
+			c.cpuStall, c.memStall, c.throttled = pr.CPUStall, pr.MemoryStall, pr.Throttled
+		}
+		return c, true
+	}
+	prev, ok := read()
+	for deadline := time.Now().Add(settleFor); ok && time.Now().Before(deadline); {
+		time.Sleep(settleStep)
+		var c counters
+		if c, ok = read(); !ok || c == prev {
+			return
+		}
+		prev = c
 	}
 }
 
