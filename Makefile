@@ -116,12 +116,13 @@ test: tools
 
 # The collector on a real cgroup v2 kernel: boots Debian's 6.1 and 6.12
 # kernels (pinned in scripts/v2vm/assets.sh) under qemu with cgroup_no_v1=all
-# and runs there the collector packages' real-cgroup tests, an ansible-runner
-# job under `peakline collect` and one under `peakline agent`, and records
-# real v2 job cgroups (docs/CGROUP-V2.md). Needs root. Kernels, the guest's
-# Debian root and the binaries are kept in bin/v2vm. Warm: 271 s on this
-# machine at load 2.5-4 (6.1 149 s, 6.12 119 s); cold adds about 8 minutes
-# once (kernels 36 s, debootstrap and install 276 s, first static build 177 s).
+# and runs there the collector packages' real-cgroup tests, ansible-runner
+# jobs under `peakline collect`, the contended-run test and every agent
+# end-to-end test, and records real v2 job cgroups (docs/CGROUP-V2.md).
+# Needs root; .ci/run runs it after make test. Kernels, the guest's Debian
+# root and the binaries are kept in /var/cache/peakline-v2vm when it exists,
+# else bin/v2vm. Warm: 948 s on this machine at a host load of about 2
+# (6.1 575 s, 6.12 366 s, one after the other); cold adds about 3 minutes.
 # record-v2 also copies the 6.12 recording to collector/discover/testdata/v2-real.
 .PHONY: test-v2 record-v2
 test-v2:

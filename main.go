@@ -105,6 +105,9 @@ func rootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(agentCommand(newLogger))
 	root.AddCommand(docsCommand())
 	root.AddCommand(versionCommand())
+	// cobra adds completion at Execute; added now, it is walked too, so
+	// that `peakline completion nosuch` is a usage error like any other.
+	root.InitDefaultCompletionCmd()
 	usageExits(root)
 	return root
 }

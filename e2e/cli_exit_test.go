@@ -112,6 +112,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	f("unknown command", nil, []string{"nosuch"}, 2, `unknown command "nosuch"`)
 	f("unknown bench command", nil, []string{"bench", "nosuch"}, 2, `unknown command "nosuch"`)
+	f("unknown shell of completion", nil, []string{"completion", "nosuch"}, 2, `unknown command "nosuch"`)
 	f("help", nil, []string{"--help"}, 0, "")
 	// Failures that are no usage error.
 	f("a path that does not exist", nil, []string{"import", "--data", data, filepath.Join(dir, "no-such-tree")}, 1, "no-such-tree")
