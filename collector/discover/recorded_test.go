@@ -1,6 +1,8 @@
 package discover
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,10 +13,12 @@ import (
 	"github.com/peakline/peakline/collector/cgroup"
 )
 
-// The tree under testdata/v2-real was recorded on a real cgroup v2 kernel
-// (make record-v2; testdata/README.md): a podman-like and a Kubernetes-like
-// job cgroup made with mkdir, a real job in each, the kernel's cgroup files
-// of the whole path and the job processes' /proc files copied as they were.
+// The trees under testdata/v2-real were recorded on a real cgroup v2 kernel
+// (make record-v2; testdata/README.md): at its top, a podman-like and a
+// Kubernetes-like job cgroup made with mkdir, a real job in each, the
+// kernel's cgroup files of the whole path and the job processes' /proc
+// files copied as they were; below it, the node shapes (podman,
+// kubernetes, receptor) the scan and process-tree tests read.
 const (
 	realTree   = "testdata/v2-real"
 	realPod    = "9544e7d455d3a931d58642f6c3581a3ac2ac888a33f0c13f9c9506f96d7758a3" // sha256 of "recorded-podman"
@@ -87,15 +91,15 @@ func TestScanRecordedOpens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := recordedKey(t, j.Cgroup, "cpu.stat", "usage_usec"); uint64(cpu.Microseconds()) != want {
+		if want := recordedKey(t, realTree, j.Cgroup, "cpu.stat", "usage_usec"); uint64(cpu.Microseconds()) != want {
 			t.Errorf("job %d: CPU() = %v; want cpu.stat's usage_usec %d µs", j.ID, cpu, want)
 		}
 		cur, _, err := c.Memory()
-		if want := recordedValue(t, j.Cgroup, "memory.current"); cur != want || err != nil {
+		if want := recordedValue(t, realTree, j.Cgroup, "memory.current"); cur != want || err != nil {
 			t.Errorf("job %d: Memory() current = %d, %v; want memory.current %d", j.ID, cur, err, want)
 		}
 		n, _, err := c.PIDs()
-		if want := recordedValue(t, j.Cgroup, "pids.current"); n != want || err != nil {
+		if want := recordedValue(t, realTree, j.Cgroup, "pids.current"); n != want || err != nil {
 			t.Errorf("job %d: PIDs() = %d, %v; want pids.current %d", j.ID, n, err, want)
 		}
 		if p, err := c.Populated(); !p || err != nil {
@@ -104,10 +108,10 @@ func TestScanRecordedOpens(t *testing.T) {
 	}
 }
 
-// recordedValue is a recorded single-number cgroup file.
-func recordedValue(t *testing.T, cg, name string) uint64 {
+// recordedValue is a recorded single-number cgroup file of tree.
+func recordedValue(t *testing.T, tree, cg, name string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(realTree, "cgroup", cg, name))
+	b, err := os.ReadFile(filepath.Join(tree, "cgroup", cg, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +122,10 @@ func recordedValue(t *testing.T, cg, name string) uint64 {
 	return v
 }
 
-// recordedKey is key's value in a recorded flat-keyed cgroup file.
-func recordedKey(t *testing.T, cg, name, key string) uint64 {
+// recordedKey is key's value in a recorded flat-keyed cgroup file of tree.
+func recordedKey(t *testing.T, tree, cg, name, key string) uint64 {
 	t.Helper()
-	for k, v := range recordedKeys(t, filepath.Join(realTree, "cgroup", cg, name)) {
+	for k, v := range recordedKeys(t, filepath.Join(tree, "cgroup", cg, name)) {
 		if k == key {
 			return v
 		}
@@ -151,58 +155,129 @@ func recordedKeys(t *testing.T, file string) func(func(string, uint64) bool) {
 	}
 }
 
-// TestHandMadeTreesMatchRecordedFormats checks the hand-laid v2 trees,
-// which hold the node shapes no recording has (rootless podman, conmon,
-// several pods, receptor), against the recorded kernel's formats: each of
-// their cpu.stat, memory.stat and memory.events has only keys the kernel
-// writes, in the kernel's order, and each single-number file parses.
-func TestHandMadeTreesMatchRecordedFormats(t *testing.T) {
-	leaf := filepath.Join(realTree, "cgroup", realK8sScope)
-	order := map[string]map[string]int{}
-	for _, name := range []string{"cpu.stat", "memory.stat", "memory.events"} {
-		order[name] = map[string]int{}
-		i := 0
-		for k := range recordedKeys(t, filepath.Join(leaf, name)) {
-			order[name][k] = i
-			i++
-		}
+// shape is one recorded node shape, testdata/v2-real/<name> (make
+// record-v2's shapes.py): its cgroup and proc trees and the pid the guest
+// gave each of its processes, by role (its roles file).
+type shape struct {
+	t     *testing.T
+	dir   string
+	roles map[string]int
+}
+
+func loadShape(t *testing.T, name string) shape {
+	t.Helper()
+	dir := filepath.Join(realTree, name)
+	b, err := os.ReadFile(filepath.Join(dir, "roles"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	checked := 0
-	for _, tree := range []string{"testdata/podman-v2", "testdata/kubernetes-v2", "testdata/receptor-v2"} {
-		err := filepath.WalkDir(filepath.Join(tree, "cgroup"), func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
+	sh := shape{t: t, dir: dir, roles: map[string]int{}}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		role, v, ok := strings.Cut(line, " ")
+		pid, err := strconv.Atoi(v)
+		if !ok || err != nil || pid <= 1 {
+			t.Fatalf("%s/roles: line %q is not \"role pid\"", dir, line)
+		}
+		sh.roles[role] = pid
+	}
+	return sh
+}
+
+// pid is role's pid.
+func (s shape) pid(role string) int {
+	s.t.Helper()
+	pid, ok := s.roles[role]
+	if !ok {
+		s.t.Fatalf("%s/roles has no %q", s.dir, role)
+	}
+	return pid
+}
+
+// pids are the roles' pids, ascending.
+func (s shape) pids(roles ...string) []int {
+	s.t.Helper()
+	pids := []int{}
+	for _, r := range roles {
+		pids = append(pids, s.pid(r))
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// digest is a recorded container's id: the sha256 of its label.
+func digest(label string) string {
+	sum := sha256.Sum256([]byte(label))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestShapesRecorded checks each recorded shape against itself: every
+// process the kernel lists in a cgroup below the root is one the roles file
+// names, each named process is listed exactly once, its /proc/PID/cgroup
+// is the cgroup that lists it, and its proc files are there.
+func TestShapesRecorded(t *testing.T) {
+	for _, name := range []string{"podman", "kubernetes", "receptor"} {
+		sh := loadShape(t, name)
+		byPid := map[int]string{}
+		for role, pid := range sh.roles {
+			if other, ok := byPid[pid]; ok {
+				t.Errorf("%s: roles %s and %s share pid %d", name, role, other, pid)
+			}
+			byPid[pid] = role
+		}
+		listed := map[int]string{}
+		root := filepath.Join(sh.dir, "cgroup")
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.Name() != "cgroup.procs" || filepath.Dir(p) == root {
 				return err
 			}
-			switch name := d.Name(); name {
-			case "cpu.stat", "memory.stat", "memory.events":
-				last := -1
-				for k := range recordedKeys(t, p) {
-					i, ok := order[name][k]
-					if !ok {
-						t.Errorf("%s: key %q is not in the kernel's %s", p, k, name)
-					} else if i < last {
-						t.Errorf("%s: key %q is out of the kernel's order", p, k)
-					}
-					last = max(last, i)
-				}
-				checked++
-			case "memory.current", "memory.peak", "pids.current", "pids.peak":
-				b, err := os.ReadFile(p)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			cg := "/" + filepath.ToSlash(must(filepath.Rel(root, filepath.Dir(p))))
+			for _, f := range strings.Fields(string(b)) {
+				pid, err := strconv.Atoi(f)
 				if err != nil {
 					return err
 				}
-				if _, err := strconv.ParseUint(strings.TrimSuffix(string(b), "\n"), 10, 64); err != nil || !strings.HasSuffix(string(b), "\n") {
-					t.Errorf("%s = %q; want a number and a newline, as the kernel writes", p, b)
+				if _, ok := byPid[pid]; !ok {
+					t.Errorf("%s: %s lists pid %d, which no role names", name, cg, pid)
 				}
-				checked++
+				if prev, ok := listed[pid]; ok {
+					t.Errorf("%s: pid %d is in %s and %s", name, pid, prev, cg)
+				}
+				listed[pid] = cg
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		for pid, role := range byPid {
+			cg, ok := listed[pid]
+			if !ok {
+				t.Errorf("%s: %s (pid %d) is in no recorded cgroup", name, role, pid)
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(sh.dir, "proc", strconv.Itoa(pid), "cgroup"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); got != "0::"+cg+"\n" {
+				t.Errorf("%s: %s's /proc/%d/cgroup = %q; want 0::%s", name, role, pid, got, cg)
+			}
+			for _, f := range []string{"comm", "cmdline", "environ", "stat"} {
+				if _, err := os.Stat(filepath.Join(sh.dir, "proc", strconv.Itoa(pid), f)); err != nil {
+					t.Errorf("%s: %s: %v", name, role, err)
+				}
+			}
+		}
 	}
-	if checked == 0 {
-		t.Fatal("no cgroup files found in the hand-laid trees")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
 	}
+	return v
 }

@@ -5,20 +5,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/peakline/peakline/collector/cgroup"
 )
 
-// Container ids of the recorded-shape trees (see testdata/README.md).
-const (
-	podRootful  = "2c5a21190bb50663fd2849bfbf272b0407de67e6899a31c724e6914eb3c0a0ea"
-	podRootless = "561097bb5e596fcdd3c4f74152d8091b130cea376f4b32455d8851b0e95baab5"
-	podWebapp   = "616c28cf6cb950adef9f41ce56411b0f5ccb9dec560ab480e411d25185e154e2"
-	k8sWorker1  = "d0fac1e0bb5fb67d86b6be6fd1dd02935405eb89a2dddb8403150812a9472ab6"
-	k8sWorker2  = "72e8f76a611a00d20ed16c7c1bfa4020e959eb2480f509adf22f8a011e526eb9"
-	k8sWorker3  = "4f9425bdac27fe2c784d1fd8f88e872b092b63f7579b24fb1c01adc2109753a6"
+// Container ids of the recorded shapes (scripts/v2vm/shapes.py).
+var (
+	podRootful  = digest("shape-podman-rootful")
+	podRootless = digest("shape-podman-rootless")
+	podWebapp   = digest("shape-podman-webapp")
+	k8sWorker1  = digest("shape-k8s-worker-201")
+	k8sWorker2  = digest("shape-k8s-worker-202")
+	k8sWorker3  = digest("shape-k8s-worker-203")
 )
 
 func scanTree(t *testing.T, dir string, rules Rules) []Job {
@@ -44,33 +45,36 @@ func checkJobs(t *testing.T, got, want []Job) {
 }
 
 func TestScanPodmanV2(t *testing.T) {
-	got := scanTree(t, "testdata/podman-v2", DefaultRules())
+	sh := loadShape(t, "podman")
+	got := scanTree(t, sh.dir, DefaultRules())
 	checkJobs(t, got, []Job{
 		// Rootful, systemd manager: the processes are in crun's
 		// "container" sub-group; conmon's world-readable --name names
 		// the job before ansible-playbook's environment is read.
-		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: []int{4711, 4790, 4791}, Via: ViaConmon},
+		{ID: 101, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + podRootful + ".scope", ContainerID: podRootful, PIDs: sh.pids("playbook101", "fork101", "ssh101"), Via: ViaConmon},
 		// Rootless under user@1000.service, before ansible-playbook
 		// starts: only conmon's --name says the job (dumb-init's JOB_ID
 		// is not trusted).
-		{ID: 102, Kind: KindPodman, Cgroup: "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + podRootless + ".scope", ContainerID: podRootless, PIDs: []int{6120, 6121}, Via: ViaConmon},
+		{ID: 102, Kind: KindPodman, Cgroup: "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + podRootless + ".scope", ContainerID: podRootless, PIDs: sh.pids("dumbinit102", "entrypoint102"), Via: ViaConmon},
 	})
 }
 
 func TestScanDir(t *testing.T) {
-	for _, j := range scanTree(t, "testdata/podman-v2", DefaultRules()) {
-		if want := filepath.Join("testdata/podman-v2/cgroup", j.Cgroup); j.Dir != want {
+	sh := loadShape(t, "podman")
+	for _, j := range scanTree(t, sh.dir, DefaultRules()) {
+		if want := filepath.Join(sh.dir, "cgroup", j.Cgroup); j.Dir != want {
 			t.Errorf("job %d: Dir = %q; want %q", j.ID, j.Dir, want)
 		}
 	}
-	jobs, err := Scan("testdata/kubernetes-v1", "testdata/receptor-v2/proc", DefaultRules())
+	jobs, err := Scan("testdata/no-such-tree", filepath.Join(sh.dir, "proc"), DefaultRules())
 	if err == nil {
 		t.Fatalf("Scan of a missing tree = %+v; want an error", jobs)
 	}
 }
 
 func TestScanKubernetesV2(t *testing.T) {
-	got := scanTree(t, "testdata/kubernetes-v2", DefaultRules())
+	sh := loadShape(t, "kubernetes")
+	got := scanTree(t, sh.dir, DefaultRules())
 	pod := func(qos, uid, id string) string {
 		if qos == "" {
 			return "/kubepods.slice/kubepods-pod" + uid + ".slice/cri-containerd-" + id + ".scope"
@@ -78,17 +82,17 @@ func TestScanKubernetesV2(t *testing.T) {
 		return "/kubepods.slice/kubepods-" + qos + ".slice/kubepods-" + qos + "-pod" + uid + ".slice/cri-containerd-" + id + ".scope"
 	}
 	checkJobs(t, got, []Job{
-		{ID: 201, Kind: KindKubernetes, Cgroup: pod("burstable", "9b3f0c1e_4a3c_4d59_9d0e_6a1c1d2e3f41", k8sWorker1), ContainerID: k8sWorker1, PIDs: []int{7010, 7011, 7050, 7051}, Via: ViaEnviron},
-		{ID: 202, Kind: KindKubernetes, Cgroup: pod("besteffort", "2c8a4e10_7f6b_4c3d_8e2f_1a2b3c4d5e6f", k8sWorker2), ContainerID: k8sWorker2, PIDs: []int{7110}, Via: ViaEnviron},
+		{ID: 201, Kind: KindKubernetes, Cgroup: pod("burstable", "9b3f0c1e_4a3c_4d59_9d0e_6a1c1d2e3f41", k8sWorker1), ContainerID: k8sWorker1, PIDs: sh.pids("dumbinit201", "runner201", "playbook201", "ssh201"), Via: ViaEnviron},
+		{ID: 202, Kind: KindKubernetes, Cgroup: pod("besteffort", "2c8a4e10_7f6b_4c3d_8e2f_1a2b3c4d5e6f", k8sWorker2), ContainerID: k8sWorker2, PIDs: sh.pids("playbook202"), Via: ViaEnviron},
 		// ansible-runner worker has started, ansible-playbook not yet: the
 		// pod name in HOSTNAME says the job.
-		{ID: 203, Kind: KindKubernetes, Cgroup: pod("burstable", "5e6f7a8b_1c2d_4e3f_9a0b_c1d2e3f4a5b6", k8sWorker3), ContainerID: k8sWorker3, PIDs: []int{7210, 7211}, Via: ViaPodName},
+		{ID: 203, Kind: KindKubernetes, Cgroup: pod("burstable", "5e6f7a8b_1c2d_4e3f_9a0b_c1d2e3f4a5b6", k8sWorker3), ContainerID: k8sWorker3, PIDs: sh.pids("dumbinit203", "runner203"), Via: ViaPodName},
 	})
 
 	// With the pod-name rule off, job 203 waits for ansible-playbook.
 	r := DefaultRules()
 	r.PodNameEnv = ""
-	got = scanTree(t, "testdata/kubernetes-v2", r)
+	got = scanTree(t, sh.dir, r)
 	if ids := jobIDs(got); !slices.Equal(ids, []int64{201, 202}) {
 		t.Fatalf("without the pod-name rule found %v; want [201 202]", ids)
 	}
@@ -102,48 +106,51 @@ func treeRules() Rules {
 }
 
 func TestScanReceptorProcessTree(t *testing.T) {
-	got := scanTree(t, "testdata/receptor-v2", treeRules())
+	sh := loadShape(t, "receptor")
+	got := scanTree(t, sh.dir, treeRules())
 	checkJobs(t, got, []Job{
-		// The conmons (940, 941) whose containers have no cgroup, by
-		// their world-readable -n; 950 and 951 by comm, 955 as python3
-		// running ansible-playbook; podman (930) has JOB_ID but is not
-		// trusted.
-		{ID: 103, Kind: KindProcessTree, PIDs: []int{940, 950, 951, 955}, Via: ViaConmon},
-		{ID: 104, Kind: KindProcessTree, PIDs: []int{941, 960}, Via: ViaConmon},
+		// The conmons whose containers have no cgroup, by their
+		// world-readable -n; the playbook and its fork by comm, the
+		// version run as python3 running ansible-playbook; podman has
+		// JOB_ID but is not trusted, nor are the shell and module the
+		// fork runs; the ansible-runner worker and the playbook run by
+		// hand are trusted but have no JOB_ID.
+		{ID: 103, Kind: KindProcessTree, PIDs: sh.pids("conmon103", "playbook103", "fork103", "version103"), Via: ViaConmon},
+		{ID: 104, Kind: KindProcessTree, PIDs: sh.pids("conmon104", "playbook104"), Via: ViaConmon},
 	})
 	// Without conmons (another container engine) the environment alone
 	// tells.
 	noConmon := t.TempDir()
-	if err := os.CopyFS(noConmon, os.DirFS("testdata/receptor-v2")); err != nil {
+	if err := os.CopyFS(noConmon, os.DirFS(sh.dir)); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range []string{"940", "941"} {
-		if err := os.RemoveAll(filepath.Join(noConmon, "proc", pid)); err != nil {
+	for _, pid := range sh.pids("conmon103", "conmon104") {
+		if err := os.RemoveAll(filepath.Join(noConmon, "proc", strconv.Itoa(pid))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	checkJobs(t, scanTree(t, noConmon, treeRules()), []Job{
-		{ID: 103, Kind: KindProcessTree, PIDs: []int{950, 951, 955}, Via: ViaEnviron},
-		{ID: 104, Kind: KindProcessTree, PIDs: []int{960}, Via: ViaEnviron},
+		{ID: 103, Kind: KindProcessTree, PIDs: sh.pids("playbook103", "fork103", "version103"), Via: ViaEnviron},
+		{ID: 104, Kind: KindProcessTree, PIDs: sh.pids("playbook104"), Via: ViaEnviron},
 	})
 	// A process whose own cgroup is a container's belongs to that
 	// container's job, even before Scan looks into the container.
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/receptor-v2")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(sh.dir)); err != nil {
 		t.Fatal(err)
 	}
 	cg := "12:pids:/machine.slice/libpod-" + podRootful + ".scope/container\n0::/\n"
-	if err := os.WriteFile(filepath.Join(dir, "proc/960/cgroup"), []byte(cg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "proc", strconv.Itoa(sh.pid("playbook104")), "cgroup"), []byte(cg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(dir, "proc/941")); err != nil { // 104's conmon would tell it
+	if err := os.RemoveAll(filepath.Join(dir, "proc", strconv.Itoa(sh.pid("conmon104")))); err != nil { // it would tell 104
 		t.Fatal(err)
 	}
 	if ids := jobIDs(scanTree(t, dir, treeRules())); !slices.Equal(ids, []int64{103}) {
-		t.Fatalf("with 960 in a container cgroup found %v; want [103]", ids)
+		t.Fatalf("with job 104's playbook in a container cgroup found %v; want [103]", ids)
 	}
 
-	if got := scanTree(t, "testdata/receptor-v2", DefaultRules()); len(got) != 0 {
+	if got := scanTree(t, sh.dir, DefaultRules()); len(got) != 0 {
 		t.Fatalf("with ProcessTree off (the default) found %+v; want none", got)
 	}
 }
@@ -160,7 +167,7 @@ func TestScanDepthLimit(t *testing.T) {
 	// The rootless scope is 4 levels below user.slice.
 	r := DefaultRules()
 	r.MaxDepth = 3
-	got := scanTree(t, "testdata/podman-v2", r)
+	got := scanTree(t, loadShape(t, "podman").dir, r)
 	if ids := jobIDs(got); !slices.Equal(ids, []int64{101}) {
 		t.Fatalf("with depth 3 found %v; want [101]", ids)
 	}
@@ -169,8 +176,9 @@ func TestScanDepthLimit(t *testing.T) {
 // TestScannerCache checks that a placed container is not looked up in
 // /proc again, and is forgotten when its cgroup goes.
 func TestScannerCache(t *testing.T) {
+	sh := loadShape(t, "podman")
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/podman-v2")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(sh.dir)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := NewScanner(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), DefaultRules())
@@ -185,8 +193,8 @@ func TestScannerCache(t *testing.T) {
 		t.Fatalf("first scan found %v", ids)
 	}
 	// Make the environment and conmon unreadable: the cache answers.
-	for _, pid := range []string{"4711", "4791", "6110"} {
-		if err := os.RemoveAll(filepath.Join(dir, "proc", pid)); err != nil {
+	for _, pid := range sh.pids("playbook101", "fork101", "conmon102") {
+		if err := os.RemoveAll(filepath.Join(dir, "proc", strconv.Itoa(pid))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +229,8 @@ func TestScannerCache(t *testing.T) {
 // TestScanCgroupOpens checks that a found Cgroup path is what
 // collector/cgroup opens, and reads the recorded v2 files through it.
 func TestScanCgroupOpens(t *testing.T) {
-	tree, err := filepath.Abs("testdata/podman-v2/cgroup")
+	sh := loadShape(t, "podman")
+	tree, err := filepath.Abs(filepath.Join(sh.dir, "cgroup"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +248,7 @@ func TestScanCgroupOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	jobs := scanTree(t, "testdata/podman-v2", DefaultRules())
+	jobs := scanTree(t, sh.dir, DefaultRules())
 	l, err := cgroup.Detect(root)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +259,20 @@ func TestScanCgroupOpens(t *testing.T) {
 	type reading struct {
 		cpuUsec, mem, pids uint64
 	}
-	want := map[int64]reading{101: {41234567, 312475648, 9}, 102: {345678, 4390912, 2}}
+	// The kernel's counters of each job's scope, as recorded; its task
+	// count is its processes' (each a single thread).
+	want := map[int64]reading{}
+	for id, procs := range map[int64]int{101: 3, 102: 2} {
+		cg := map[int64]string{101: "/machine.slice/libpod-" + podRootful + ".scope",
+			102: "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + podRootless + ".scope"}[id]
+		want[id] = reading{recordedKey(t, sh.dir, cg, "cpu.stat", "usage_usec"), recordedValue(t, sh.dir, cg, "memory.current"), uint64(procs)}
+		if want[id].cpuUsec == 0 || want[id].mem == 0 {
+			t.Fatalf("job %d: recorded %+v; want CPU and memory used", id, want[id])
+		}
+	}
+	if len(jobs) != 2 {
+		t.Fatalf("found %d jobs; want 101 and 102", len(jobs))
+	}
 	for _, j := range jobs {
 		c, err := l.Open(j.Cgroup)
 		if err != nil {

@@ -5,25 +5,119 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/peakline/peakline/collector/live"
 )
 
-// fakeProc is a writable copy of testdata/receptor-v2/proc.
+// fakeProc is a writable copy of the recorded receptor shape's /proc
+// (testdata/v2-real/receptor), whose stat files carry the counters of
+// treeCounters in place of the recorded ones: the processes, their
+// parents, names, command lines and environments are the recording's, the
+// CPU, memory and thread counts known numbers the tests can add up.
 type fakeProc struct {
-	t   *testing.T
+	shape
 	dir string
 }
 
+// treeCounters are the stat counters newFakeProc gives each recorded
+// process, by role.
+var treeCounters = map[string]struct {
+	state                                             byte
+	utime, stime, cutime, cstime, threads, start, rss uint64
+}{
+	"receptor":    {'S', 7000, 900, 0, 0, 12, 500, 9000},
+	"runner":      {'S', 80, 20, 0, 0, 1, 900, 12000},
+	"podman":      {'S', 30, 10, 0, 0, 9, 920, 14000},
+	"conmon103":   {'S', 2, 1, 0, 0, 1, 940, 300},
+	"conmon104":   {'S', 2, 1, 0, 0, 1, 941, 300},
+	"playbook103": {'S', 300, 100, 40, 10, 2, 1000, 20000},
+	"fork103":     {'S', 50, 20, 0, 0, 1, 1100, 15000},
+	"shell103":    {'S', 1, 1, 0, 0, 1, 1200, 200},
+	"module103":   {'R', 120, 30, 0, 0, 4, 1300, 8000},
+	"version103":  {'S', 10, 5, 2, 1, 1, 1400, 5000},
+	"playbook104": {'S', 999, 111, 0, 0, 3, 1500, 30000},
+	"byhand":      {'S', 5, 5, 0, 0, 1, 1600, 7000},
+}
+
+// Pids the tests add to the recorded ones: above the recording guest's
+// pid_max (32768), so none is a recorded process.
+const (
+	gonePid = 99980 // listed with no stat: a process gone mid-read
+	sshPid  = 99956
+	pid105  = 99990 // job 105's ansible-playbook; 99991… its children
+)
+
 func newFakeProc(t *testing.T) *fakeProc {
 	t.Helper()
+	sh := loadShape(t, "receptor")
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/receptor-v2/proc")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(sh.dir, "proc"))); err != nil {
 		t.Fatal(err)
 	}
-	return &fakeProc{t: t, dir: dir}
+	p := &fakeProc{shape: sh, dir: dir}
+	if len(sh.roles) != len(treeCounters) {
+		t.Fatalf("recorded roles %v; want those of treeCounters", sh.roles)
+	}
+	for role, c := range treeCounters {
+		pid := p.pid(role)
+		if pid >= 32768 {
+			t.Fatalf("%s: recorded pid %d collides with the tests' own", role, pid)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(pid), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, comm, ok := parseStat(b)
+		if !ok {
+			t.Fatalf("%s: recorded stat %q does not parse", role, b)
+		}
+		p.stat(pid, string(comm), c.state, st.ppid, c.utime, c.stime, c.cutime, c.cstime, c.threads, c.start, c.rss)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(gonePid)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(gonePid), "cmdline"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRecordedTreeShape checks the parents the receptor recording holds,
+// the ones the process-tree tests rely on.
+func TestRecordedTreeShape(t *testing.T) {
+	sh := loadShape(t, "receptor")
+	parent := map[string]string{
+		"receptor": "", "runner": "receptor", "podman": "runner",
+		"conmon103": "init", "playbook103": "conmon103", "fork103": "playbook103", "shell103": "fork103", "module103": "shell103",
+		"version103": "init", "conmon104": "init", "playbook104": "conmon104", "byhand": "init",
+	}
+	for role, want := range parent {
+		b, err := os.ReadFile(filepath.Join(sh.dir, "proc", strconv.Itoa(sh.pid(role)), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _, ok := parseStat(b)
+		switch {
+		case !ok:
+			t.Errorf("%s: stat %q does not parse", role, b)
+		case want == "init" && st.ppid != 1:
+			t.Errorf("%s: parent %d; want init (1)", role, st.ppid)
+		case want != "" && want != "init" && st.ppid != sh.pid(want):
+			t.Errorf("%s: parent %d; want %s (%d)", role, st.ppid, want, sh.pid(want))
+		}
+	}
+	// Unchanged, the recording's own counters: job 103's members are
+	// the playbook, its fork, the shell and module, and the version.
+	tr, err := NewTree(filepath.Join(sh.dir, "proc"), 103, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readTree(t, tr), sh.pids("playbook103", "fork103", "shell103", "module103", "version103"); !slices.Equal(got.members, want) || !got.populated || got.tasks != uint64(len(want)) {
+		t.Fatalf("job 103 on the recording: %+v; want members %v, populated, one task each", got, want)
+	}
 }
 
 // stat writes /proc/<pid>/stat in the kernel's format.
@@ -93,58 +187,61 @@ func TestTree(t *testing.T) {
 	}
 	page := uint64(os.Getpagesize())
 	tick := 10 * time.Millisecond
+	pb, fork, shell, mod, ver := p.pid("playbook103"), p.pid("fork103"), p.pid("shell103"), p.pid("module103"), p.pid("version103")
 
-	// Roots 950, 951 (comm) and 955 (python3 running ansible-playbook);
-	// 952 and 953 descend from 951. Not members: podman 930 (JOB_ID, not
-	// trusted, not a descendant), 960 (job 104), 970 (no JOB_ID), 980
-	// (gone: no stat).
-	// CPU ticks: 950: 300+100+40+10, 951: 50+20, 952: 1+1, 953: 120+30,
-	// 955: 10+5+2+1.
+	// Roots the playbook, its fork (comm) and the version (python3
+	// running ansible-playbook); the shell and module descend from the
+	// fork. Not members: podman (JOB_ID, not trusted, not a
+	// descendant), job 104's playbook, the one run by hand (no JOB_ID),
+	// gonePid (no stat).
+	// CPU ticks: playbook: 300+100+40+10, fork: 50+20, shell: 1+1,
+	// module: 120+30, version: 10+5+2+1.
 	mem := (20000 + 15000 + 200 + 8000 + 5000) * page
 	checkReading(t, "start", readTree(t, tr), treeReading{
 		cpu: 690 * tick, mem: mem, memPeak: mem, tasks: 2 + 1 + 1 + 4 + 1, taskPeak: 9,
-		populated: true, members: []int{950, 951, 952, 953, 955},
+		populated: true, members: sorted(pb, fork, shell, mod, ver),
 	})
 
-	// 953 grows to its peak, seen by an extra CPU read (a second pass),
-	// then exits and is reaped by 952 (cutime 150+30); 955, whose parent
-	// is init, exits: its last 18 ticks are kept. 950 forks ssh 956.
-	p.stat(953, "python3", 'R', 952, 150, 30, 0, 0, 6, 1300, 30000)
+	// The module grows to its peak, seen by an extra CPU read (a second
+	// pass), then exits and is reaped by the shell (cutime 150+30); the
+	// version, whose parent is init, exits: its last 18 ticks are kept.
+	// The playbook forks an ssh.
+	p.stat(mod, "python3", 'R', shell, 150, 30, 0, 0, 6, 1300, 30000)
 	if _, err := tr.CPU(); err != nil {
 		t.Fatal(err)
 	}
-	p.exit(953, 955)
-	p.stat(952, "sh) (x) y", 'S', 951, 1, 1, 180, 0, 1, 1200, 200)
-	p.stat(956, "ssh", 'S', 950, 3, 2, 0, 0, 1, 1500, 1000)
+	p.exit(mod, ver)
+	p.stat(shell, "sh) (x) y", 'S', fork, 1, 1, 180, 0, 1, 1200, 200)
+	p.stat(sshPid, "ssh", 'S', pb, 3, 2, 0, 0, 1, 1500, 1000)
 	peak := (20000 + 15000 + 200 + 30000 + 5000) * page
-	checkReading(t, "953 and 955 exit", readTree(t, tr), treeReading{
+	checkReading(t, "module and version exit", readTree(t, tr), treeReading{
 		cpu: (450 + 70 + 182 + 5 + 18) * tick, mem: (20000 + 15000 + 200 + 1000) * page, memPeak: peak,
-		tasks: 2 + 1 + 1 + 1, taskPeak: 2 + 1 + 1 + 6 + 1, populated: true, members: []int{950, 951, 952, 956},
+		tasks: 2 + 1 + 1 + 1, taskPeak: 2 + 1 + 1 + 6 + 1, populated: true, members: sorted(pb, fork, shell, sshPid),
 	})
 
-	// 951 exits, reaped by 950 (cutime +70); 952 is reparented to init
-	// and stays a member. A kernel oddity lowers 950's cutime again: the
-	// counter does not go back.
-	p.exit(951)
-	p.stat(950, "ansible-playboo", 'S', 940, 300, 100, 110, 10, 2, 1000, 20000)
-	p.stat(952, "sh) (x) y", 'S', 1, 1, 1, 180, 0, 1, 1200, 200)
-	checkReading(t, "951 reaped", readTree(t, tr), treeReading{
+	// The fork exits, reaped by the playbook (cutime +70); the shell is
+	// reparented to init and stays a member. A kernel oddity lowers the
+	// playbook's cutime again: the counter does not go back.
+	p.exit(fork)
+	p.stat(pb, "ansible-playboo", 'S', p.pid("conmon103"), 300, 100, 110, 10, 2, 1000, 20000)
+	p.stat(shell, "sh) (x) y", 'S', 1, 1, 1, 180, 0, 1, 1200, 200)
+	checkReading(t, "fork reaped", readTree(t, tr), treeReading{
 		cpu: (520 + 182 + 5 + 18) * tick, mem: (20000 + 200 + 1000) * page, memPeak: (20000 + 200 + 1000) * page,
-		tasks: 4, taskPeak: 4, populated: true, members: []int{950, 952, 956},
+		tasks: 4, taskPeak: 4, populated: true, members: sorted(pb, shell, sshPid),
 	})
-	p.stat(950, "ansible-playboo", 'S', 940, 300, 100, 0, 0, 2, 1000, 20000)
+	p.stat(pb, "ansible-playboo", 'S', p.pid("conmon103"), 300, 100, 0, 0, 2, 1000, 20000)
 	got := readTree(t, tr)
 	if got.cpu != 725*tick {
 		t.Fatalf("CPU after a counter went down = %v; want it held at %v", got.cpu, 725*tick)
 	}
 
 	// A zombie alone does not populate the tree, but counts as a task.
-	p.exit(950, 956)
-	p.stat(952, "sh) (x) y", 'Z', 1, 1, 1, 180, 0, 1, 1200, 0)
+	p.exit(pb, sshPid)
+	p.stat(shell, "sh) (x) y", 'Z', 1, 1, 1, 180, 0, 1, 1200, 0)
 	checkReading(t, "zombie left", readTree(t, tr), treeReading{
-		cpu: 725 * tick, mem: 0, memPeak: 0, tasks: 1, taskPeak: 1, populated: false, members: []int{952},
+		cpu: 725 * tick, mem: 0, memPeak: 0, tasks: 1, taskPeak: 1, populated: false, members: []int{shell},
 	})
-	p.exit(952)
+	p.exit(shell)
 	checkReading(t, "all gone", readTree(t, tr), treeReading{cpu: 725 * tick, populated: false, members: []int{}})
 }
 
@@ -155,13 +252,13 @@ func TestTreePidReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := readTree(t, tr); !slices.Equal(r.members, []int{950, 951, 952, 953, 955}) {
-		t.Fatalf("members = %v", r.members)
+	if r, want := readTree(t, tr), p.pids("playbook103", "fork103", "shell103", "module103", "version103"); !slices.Equal(r.members, want) {
+		t.Fatalf("members = %v; want %v", r.members, want)
 	}
-	// 953 exits; its pid goes to an unrelated process under init.
-	p.stat(953, "cron", 'S', 1, 0, 0, 0, 0, 1, 99999, 100)
-	if r := readTree(t, tr); !slices.Equal(r.members, []int{950, 951, 952, 955}) {
-		t.Fatalf("members after pid reuse = %v; want 953 gone", r.members)
+	// The module exits; its pid goes to an unrelated process under init.
+	p.stat(p.pid("module103"), "cron", 'S', 1, 0, 0, 0, 0, 1, 99999, 100)
+	if r, want := readTree(t, tr), p.pids("playbook103", "fork103", "shell103", "version103"); !slices.Equal(r.members, want) {
+		t.Fatalf("members after pid reuse = %v; want %v, the module gone", r.members, want)
 	}
 }
 
@@ -177,7 +274,7 @@ func TestTreeOneLookPerTick(t *testing.T) {
 	}
 	// Within one tick the same look answers: a change shows at the
 	// next tick's first read.
-	p.stat(960, "ansible-playboo", 'S', 941, 1000, 111, 0, 0, 3, 1500, 30000)
+	p.stat(p.pid("playbook104"), "ansible-playboo", 'S', p.pid("conmon104"), 1000, 111, 0, 0, 3, 1500, 30000)
 	if n, _, _ := tr.PIDs(); n != 3 {
 		t.Fatal("PIDs changed")
 	}
@@ -267,17 +364,17 @@ func runTreeSteps(t *testing.T, steps []treeStep) {
 
 // TestTreeCPU checks how members joining and leaving move the CPU
 // counter, on job 105 (none of the fixture's processes): ansible-playbook
-// 990 under init, with children 991, 992, …
+// pid105 under init, with children pid105+1, pid105+2, …
 func TestTreeCPU(t *testing.T) {
 	const job = "JOB_ID=105"
 	root := func(p *fakeProc, own, reaped uint64) {
-		p.stat(990, "ansible-playboo", 'S', 1, own, 0, reaped, 0, 1, 5000, 100)
-		p.env(990, "PATH=/usr/bin", job)
+		p.stat(pid105, "ansible-playboo", 'S', 1, own, 0, reaped, 0, 1, 5000, 100)
+		p.env(pid105, "PATH=/usr/bin", job)
 	}
 	t.Run("the first pass counts the history", func(t *testing.T) {
 		runTreeSteps(t, []treeStep{
-			{"start", func(p *fakeProc) { root(p, 4000, 1000) }, 5000, []int{990}},
-			{"it runs", func(p *fakeProc) { root(p, 4010, 1000) }, 5010, []int{990}},
+			{"start", func(p *fakeProc) { root(p, 4000, 1000) }, 5000, []int{pid105}},
+			{"it runs", func(p *fakeProc) { root(p, 4010, 1000) }, 5010, []int{pid105}},
 		})
 	})
 	t.Run("a root found late counts from its join", func(t *testing.T) {
@@ -285,103 +382,103 @@ func TestTreeCPU(t *testing.T) {
 			// A shell with the job's environment and 50 s behind
 			// it, no trusted process yet: nothing to measure.
 			{"untrusted", func(p *fakeProc) {
-				p.stat(990, "sh", 'S', 1, 4000, 1000, 0, 0, 1, 5000, 100)
-				p.env(990, job)
+				p.stat(pid105, "sh", 'S', 1, 4000, 1000, 0, 0, 1, 5000, 100)
+				p.env(pid105, job)
 			}, 0, []int{}},
 			// It execs ansible-playbook: it joins, its 50 s do not
 			// land in this interval.
-			{"exec", func(p *fakeProc) { root(p, 4000, 1000) }, 0, []int{990}},
-			{"runs", func(p *fakeProc) { root(p, 4007, 1000) }, 7, []int{990}},
+			{"exec", func(p *fakeProc) { root(p, 4000, 1000) }, 0, []int{pid105}},
+			{"runs", func(p *fakeProc) { root(p, 4007, 1000) }, 7, []int{pid105}},
 		})
 	})
 	t.Run("a process reparented into the tree counts from its join", func(t *testing.T) {
 		runTreeSteps(t, []treeStep{
 			{"apart", func(p *fakeProc) {
 				root(p, 100, 0)
-				p.stat(993, "python3", 'S', 1, 3000, 0, 0, 0, 1, 800, 10)
-			}, 100, []int{990}},
-			// 990 is a subreaper and adopts 993.
-			{"adopted", func(p *fakeProc) { p.stat(993, "python3", 'S', 990, 3000, 0, 0, 0, 1, 800, 10) }, 100, []int{990, 993}},
-			{"runs", func(p *fakeProc) { p.stat(993, "python3", 'S', 990, 3004, 0, 0, 0, 1, 800, 10) }, 104, []int{990, 993}},
+				p.stat(pid105+3, "python3", 'S', 1, 3000, 0, 0, 0, 1, 800, 10)
+			}, 100, []int{pid105}},
+			// pid105 is a subreaper and adopts pid105+3.
+			{"adopted", func(p *fakeProc) { p.stat(pid105+3, "python3", 'S', pid105, 3000, 0, 0, 0, 1, 800, 10) }, 100, []int{pid105, pid105 + 3}},
+			{"runs", func(p *fakeProc) { p.stat(pid105+3, "python3", 'S', pid105, 3004, 0, 0, 0, 1, 800, 10) }, 104, []int{pid105, pid105 + 3}},
 		})
 	})
 	t.Run("a child born between passes counts whole", func(t *testing.T) {
 		runTreeSteps(t, []treeStep{
-			{"root", func(p *fakeProc) { root(p, 100, 0) }, 100, []int{990}},
-			// 991 was born, used 20 ticks and reaped a child of 10.
-			// Another child of 990 was born and reaped: 7.
+			{"root", func(p *fakeProc) { root(p, 100, 0) }, 100, []int{pid105}},
+			// pid105+1 was born, used 20 ticks and reaped a child of 10.
+			// Another child of pid105 was born and reaped: 7.
 			{"born", func(p *fakeProc) {
 				root(p, 100, 7)
-				p.stat(991, "sh", 'S', 990, 20, 0, 10, 0, 1, 5100, 10)
-			}, 137, []int{990, 991}},
+				p.stat(pid105+1, "sh", 'S', pid105, 20, 0, 10, 0, 1, 5100, 10)
+			}, 137, []int{pid105, pid105 + 1}},
 		})
 	})
 	t.Run("a chain that exits at once is counted once", func(t *testing.T) {
 		runTreeSteps(t, []treeStep{
 			{"chain", func(p *fakeProc) {
 				root(p, 100, 0)
-				p.stat(991, "sh", 'S', 990, 5, 0, 0, 0, 1, 5100, 10)
-				p.stat(992, "sh", 'R', 991, 200, 0, 0, 0, 1, 5200, 10)
-			}, 305, []int{990, 991, 992}},
-			// 992 burns 30 more and exits, reaped by 991, which
-			// uses 1 more and exits, reaped by 990: 990's cutime
+				p.stat(pid105+1, "sh", 'S', pid105, 5, 0, 0, 0, 1, 5100, 10)
+				p.stat(pid105+2, "sh", 'R', pid105+1, 200, 0, 0, 0, 1, 5200, 10)
+			}, 305, []int{pid105, pid105 + 1, pid105 + 2}},
+			// pid105+2 burns 30 more and exits, reaped by pid105+1, which
+			// uses 1 more and exits, reaped by pid105: pid105's cutime
 			// holds 6 + 230.
 			{"exit", func(p *fakeProc) {
-				p.exit(991, 992)
+				p.exit(pid105+1, pid105+2)
 				root(p, 100, 236)
-			}, 336, []int{990}},
+			}, 336, []int{pid105}},
 		})
 	})
 	t.Run("a reaper read before it reaps", func(t *testing.T) {
 		runTreeSteps(t, []treeStep{
 			{"chain", func(p *fakeProc) {
 				root(p, 100, 0)
-				p.stat(991, "sh", 'S', 990, 5, 0, 0, 0, 1, 5100, 10)
-				p.stat(992, "sh", 'R', 991, 200, 0, 0, 0, 1, 5200, 10)
-			}, 305, []int{990, 991, 992}},
-			// Both are gone, but 990 was read just before it reaped.
-			{"gone", func(p *fakeProc) { p.exit(991, 992) }, 305, []int{990}},
-			{"reaped", func(p *fakeProc) { root(p, 100, 236) }, 336, []int{990}},
+				p.stat(pid105+1, "sh", 'S', pid105, 5, 0, 0, 0, 1, 5100, 10)
+				p.stat(pid105+2, "sh", 'R', pid105+1, 200, 0, 0, 0, 1, 5200, 10)
+			}, 305, []int{pid105, pid105 + 1, pid105 + 2}},
+			// Both are gone, but pid105 was read just before it reaped.
+			{"gone", func(p *fakeProc) { p.exit(pid105+1, pid105+2) }, 305, []int{pid105}},
+			{"reaped", func(p *fakeProc) { root(p, 100, 236) }, 336, []int{pid105}},
 			// The credit was used up: a later reaped child counts.
-			{"later child", func(p *fakeProc) { root(p, 100, 243) }, 343, []int{990}},
+			{"later child", func(p *fakeProc) { root(p, 100, 243) }, 343, []int{pid105}},
 		})
 	})
 	t.Run("a child nobody in the tree reaps", func(t *testing.T) {
 		runTreeSteps(t, []treeStep{
 			{"start", func(p *fakeProc) {
 				root(p, 100, 0)
-				p.stat(991, "sh", 'S', 990, 10, 0, 0, 0, 1, 5100, 10)
-				p.stat(992, "sh", 'S', 991, 100, 0, 0, 0, 1, 5200, 10)
-			}, 210, []int{990, 991, 992}},
-			// 991 exits first (990 reaps it: 10 + 1), 992 is
+				p.stat(pid105+1, "sh", 'S', pid105, 10, 0, 0, 0, 1, 5100, 10)
+				p.stat(pid105+2, "sh", 'S', pid105+1, 100, 0, 0, 0, 1, 5200, 10)
+			}, 210, []int{pid105, pid105 + 1, pid105 + 2}},
+			// pid105+1 exits first (pid105 reaps it: 10 + 1), pid105+2 is
 			// reparented to init and stays a member.
 			{"reaper left", func(p *fakeProc) {
-				p.exit(991)
+				p.exit(pid105 + 1)
 				root(p, 100, 11)
-				p.stat(992, "sh", 'S', 1, 120, 0, 0, 0, 1, 5200, 10)
-			}, 231, []int{990, 992}},
-			// init reaps 992: its last 5 ticks are not seen.
-			{"992 exits", func(p *fakeProc) { p.exit(992) }, 231, []int{990}},
-			{"root runs", func(p *fakeProc) { root(p, 103, 11) }, 234, []int{990}},
+				p.stat(pid105+2, "sh", 'S', 1, 120, 0, 0, 0, 1, 5200, 10)
+			}, 231, []int{pid105, pid105 + 2}},
+			// init reaps pid105+2: its last 5 ticks are not seen.
+			{"pid105+2 exits", func(p *fakeProc) { p.exit(pid105 + 2) }, 231, []int{pid105}},
+			{"root runs", func(p *fakeProc) { root(p, 103, 11) }, 234, []int{pid105}},
 		})
 	})
 	t.Run("a child reaped by init while its parent left too", func(t *testing.T) {
-		// The residual error the Tree doc tells: 991 exits, 992 is
-		// reparented to init and exits, all within one interval. 992
-		// is taken for reaped by 990 through 991, and what 990 reaps
-		// in that pass and the next is taken off, up to 992's 100.
+		// The residual error the Tree doc tells: pid105+1 exits, pid105+2 is
+		// reparented to init and exits, all within one interval. pid105+2
+		// is taken for reaped by pid105 through pid105+1, and what pid105 reaps
+		// in that pass and the next is taken off, up to pid105+2's 100.
 		runTreeSteps(t, []treeStep{
 			{"start", func(p *fakeProc) {
 				root(p, 100, 0)
-				p.stat(991, "sh", 'S', 990, 10, 0, 0, 0, 1, 5100, 10)
-				p.stat(992, "sh", 'S', 991, 100, 0, 0, 0, 1, 5200, 10)
-			}, 210, []int{990, 991, 992}},
+				p.stat(pid105+1, "sh", 'S', pid105, 10, 0, 0, 0, 1, 5100, 10)
+				p.stat(pid105+2, "sh", 'S', pid105+1, 100, 0, 0, 0, 1, 5200, 10)
+			}, 210, []int{pid105, pid105 + 1, pid105 + 2}},
 			{"both gone", func(p *fakeProc) {
-				p.exit(991, 992)
+				p.exit(pid105+1, pid105+2)
 				root(p, 100, 11)
-			}, 210, []int{990}},
-			{"next pass", func(p *fakeProc) { root(p, 100, 18) }, 210, []int{990}},
-			{"credit dropped", func(p *fakeProc) { root(p, 100, 25) }, 217, []int{990}},
+			}, 210, []int{pid105}},
+			{"next pass", func(p *fakeProc) { root(p, 100, 18) }, 210, []int{pid105}},
+			{"credit dropped", func(p *fakeProc) { root(p, 100, 25) }, 217, []int{pid105}},
 		})
 	})
 	t.Run("a process that execs into a trusted name late", func(t *testing.T) {
@@ -390,8 +487,8 @@ func TestTreeCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.stat(990, "sh", 'S', 1, 4000, 1000, 0, 0, 1, 5000, 100)
-		p.env(990, job)
+		p.stat(pid105, "sh", 'S', 1, 4000, 1000, 0, 0, 1, 5000, 100)
+		p.env(pid105, job)
 		// Its name stays the same long enough to be cached.
 		for range stableAfter + 1 {
 			if r := readTree(t, tr); r.cpu != 0 || len(r.members) != 0 {
@@ -405,12 +502,12 @@ func TestTreeCPU(t *testing.T) {
 			if r.cpu != 0 {
 				t.Fatalf("CPU %v after the exec; want 0: its past is no part of an interval", r.cpu)
 			}
-			if slices.Equal(r.members, []int{990}) {
+			if slices.Equal(r.members, []int{pid105}) {
 				break
 			}
 		}
 		if passes == recheckEvery {
-			t.Fatalf("990 not a member %d passes after its exec", recheckEvery)
+			t.Fatalf("pid105 not a member %d passes after its exec", recheckEvery)
 		}
 		root(p, 4003, 1000)
 		if r := readTree(t, tr); r.cpu != 3*clockTick {
@@ -421,7 +518,8 @@ func TestTreeCPU(t *testing.T) {
 
 // TestTreeByConmon finds a job's tree with no environment readable: the
 // children of the conmon whose -n names the job are its roots (conmon
-// itself is not measured); 955, known by its environment alone, is not.
+// itself is not measured); the version, known by its environment alone,
+// is not.
 func TestTreeByConmon(t *testing.T) {
 	p := newFakeProc(t)
 	envs, _ := filepath.Glob(filepath.Join(p.dir, "*", "environ"))
@@ -434,14 +532,14 @@ func TestTreeByConmon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readTree(t, tr).members; !slices.Equal(got, []int{950, 951, 952, 953}) {
-		t.Errorf("members %v, want conmon 940's descendants 950-953", got)
+	if got, want := readTree(t, tr).members, p.pids("playbook103", "fork103", "shell103", "module103"); !slices.Equal(got, want) {
+		t.Errorf("members %v, want conmon103's descendants %v", got, want)
 	}
 	tr, err = NewTree(p.dir, 104, DefaultRules())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readTree(t, tr).members; !slices.Equal(got, []int{960}) {
-		t.Errorf("members %v, want conmon 941's child 960", got)
+	if got, want := readTree(t, tr).members, p.pids("playbook104"); !slices.Equal(got, want) {
+		t.Errorf("members %v, want conmon104's child %v", got, want)
 	}
 }

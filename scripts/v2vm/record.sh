@@ -4,7 +4,8 @@
 # ansible-playbook with AWX's JOB_ID, a Python child holding memory, a burst
 # of sleeps), and copies the kernel's cgroup files of the whole path and the
 # job processes' /proc files into OUT/cgroup and OUT/proc: the layout
-# collector/discover's Scan and collector/cgroup read.
+# collector/discover's Scan and collector/cgroup read. Then shapes.py lays
+# out and records the podman, Kubernetes and receptor node shapes.
 set -eu
 out=$1
 cg=/sys/fs/cgroup
@@ -100,4 +101,7 @@ for d in "$cg/$podScope/container" "$cg/$podScope" "$cg/machine.slice" \
 	"$cg/$k8sScope" "$(dirname "$cg/$k8sScope")" "$cg/kubepods.slice/kubepods-burstable.slice" "$cg/kubepods.slice"; do
 	for _ in $(seq 50); do rmdir "$d" 2>/dev/null && break; sleep 0.1; done
 done
+# The node shapes of the scan and process-tree tests, each laid out and
+# recorded on its own: OUT/podman, OUT/kubernetes, OUT/receptor.
+python3 "$(dirname "$0")/shapes.py" "$out"
 echo "recorded $(find "$out" -type f | wc -l) files of kernel $(uname -r) into $out"

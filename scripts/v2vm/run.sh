@@ -158,7 +158,7 @@ for pin in "${KERNELS[@]}"; do
 		# shellcheck disable=SC2053
 		if [[ $krel == $glob && ${line%%|*} =~ ${V2VM_CHECKS:-.} ]]; then echo "$line"; fi
 	done <"$bindir/checks" >"$run/checks"
-	cp "$HERE/guest.sh" "$HERE/record.sh" "$run/"
+	cp "$HERE/guest.sh" "$HERE/record.sh" "$HERE/shapes.py" "$run/"
 	printf 'export PEAKLINE_TEST_TIME_SCALE=%s PEAKLINE_TEST_BIN=/mnt/share/peakline\n' "$SCALE" >"$run/env"
 	build_initramfs "$kdir" "$CACHE/initrd-$krel.gz"
 	echo "v2vm: booting $krel (log: $run/console.log)" >&2
