@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -580,10 +579,7 @@ func TestAgentAWXOutage(t *testing.T) {
 // sends them.
 func TestAgentServerOutage(t *testing.T) {
 	n := newE2ENode(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	data := t.TempDir()
 	url := "http://" + addr
 	// The job has a cgroup of its own; with process trees off, no other

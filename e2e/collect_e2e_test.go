@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -258,12 +257,7 @@ var samplesRE = regexp.MustCompile(`collection done.* samples=(\d+)`)
 func TestCollectSurvivesServerRestart(t *testing.T) {
 	needCgroups(t)
 	data := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	s := serve(t, "--data", data, "--listen", addr)
 
 	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--job", "restart", "--poll-interval", "50ms",

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,12 +59,7 @@ func spoolSamples(t *testing.T, dir, job string) (int, map[string][]byte) {
 // are taken with a 2xx and stored once.
 func TestCollectKilledSpoolResent(t *testing.T) {
 	needCgroups(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: the server is down
+	addr := freeAddr(t) // nothing listens: the server is down
 	spool := t.TempDir()
 
 	// --max-queue-samples 1: every batch goes to the spool.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -113,11 +112,8 @@ func collectNoiseRun(t *testing.T, s *served, pin []string, template string, r n
 // templateHistory reads /api/v1/templates/ID/history with query.
 func templateHistory(t *testing.T, s *served, id, query string) history.History {
 	t.Helper()
-	code, body := s.get(t, "/api/v1/templates/"+id+"/history"+query)
 	var h history.History
-	if code != 200 || json.Unmarshal(body, &h) != nil {
-		t.Fatalf("history of template %s%s: %d %s", id, query, code, body)
-	}
+	httpJSON(t, s.URL+"/api/v1/templates/"+id+"/history"+query, &h)
 	return h
 }
 

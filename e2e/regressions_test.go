@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,12 +100,7 @@ func TestRegressionsExitCodes(t *testing.T) {
 	}
 
 	// A port nobody listens on.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := "http://" + freeAddr(t)
 	usage := func(wantMsg string, args ...string) {
 		t.Helper()
 		_, errOut, code := runCode(t, append([]string{"regressions"}, args...)...)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -70,12 +69,7 @@ func TestRightsizeCommand(t *testing.T) {
 		t.Errorf("pod spec memory limit %s, want 403Mi", q.String())
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := "http://" + freeAddr(t)
 	usage := func(wantMsg string, args ...string) {
 		t.Helper()
 		_, errOut, code := runCode(t, append([]string{"rightsize"}, args...)...)
