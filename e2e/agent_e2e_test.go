@@ -200,17 +200,29 @@ func (n *e2eNode) startJob(id int64, playbook string, procs []string) *runnerJob
 	}
 	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(playbook), 0o644))
 	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
-	j := &runnerJob{id: id, pdd: pdd, out: &lockedBuffer{}, done: make(chan struct{})}
 	meta := awxtest.Job{ID: id, Name: "agent e2e", Status: "running", TemplateID: 7, TemplateName: "agent e2e",
 		Playbook: "site.yml", ExecutionNode: "node1", Started: time.Now()}
+	return n.runJob(pdd, meta, procs, "")
+}
+
+// runJob starts `ansible-runner run` of the private data dir pdd (its
+// project's site.yml, with runnerArgs added) as AWX job meta.ID: JOB_ID,
+// INVENTORY_ID, PROJECT_REVISION, AWX_HOST and env in its environment,
+// inside the cgroups whose cgroup.procs files are procs. The AWX
+// stand-in serves meta, running until the runner exits, then successful
+// or failed.
+func (n *e2eNode) runJob(pdd string, meta awxtest.Job, procs []string, runnerArgs string, env ...string) *runnerJob {
+	t := n.t
+	t.Helper()
+	j := &runnerJob{id: meta.ID, pdd: pdd, out: &lockedBuffer{}, done: make(chan struct{})}
 	n.awx.AddJob(meta, j.eventsDir())
 
 	// The shell joins the cgroups, then becomes ansible-runner: every
 	// process of the job starts inside, as in a container.
-	script := `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec ansible-runner run "$PDD" -p site.yml --ident job`
+	script := `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec ansible-runner run "$PDD" -p site.yml --ident job` + runnerArgs
 	j.cmd = exec.Command("sh", append([]string{"-c", script, "job"}, procs...)...)
-	j.cmd.Env = append(os.Environ(), "PDD="+pdd, fmt.Sprintf("JOB_ID=%d", id), "INVENTORY_ID=3",
-		"PROJECT_REVISION=0123456789abcdef", "AWX_HOST=https://awx.example.com")
+	j.cmd.Env = append(append(os.Environ(), "PDD="+pdd, fmt.Sprintf("JOB_ID=%d", meta.ID), "INVENTORY_ID=3",
+		"PROJECT_REVISION=0123456789abcdef", "AWX_HOST=https://awx.example.com"), env...)
 	j.cmd.Stdout, j.cmd.Stderr = j.out, j.out
 	must(t, j.cmd.Start())
 	go func() {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,32 +31,10 @@ func (n *e2eNode) startSizedJob(id int64, forks int, procs []string) *runnerJob 
 	}
 	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte(inv.String()), 0o644))
 	must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("hold_mib: %d\n", sizingHoldMiB)), 0o644))
-	j := &runnerJob{id: id, pdd: pdd, out: &lockedBuffer{}, done: make(chan struct{})}
 	meta := awxtest.Job{ID: id, Name: "size me", Status: "running", TemplateID: 78, TemplateName: "size me",
 		Playbook: "site.yml", ExecutionNode: "node1", Started: time.Now(), Forks: forks,
 		SCMRevision: "0123456789abcdef", EEImage: "quay.io/ansible/awx-ee:24.6.1"}
-	n.awx.AddJob(meta, j.eventsDir())
-	script := `for f in "$@"; do echo $$ > "$f" || exit 97; done; exec ansible-runner run "$PDD" -p site.yml --ident job --forks "$FORKS"`
-	j.cmd = exec.Command("sh", append([]string{"-c", script, "job"}, procs...)...)
-	j.cmd.Env = append(os.Environ(), "PDD="+pdd, fmt.Sprintf("JOB_ID=%d", id), fmt.Sprintf("FORKS=%d", forks), "INVENTORY_ID=3",
-		"PROJECT_REVISION=0123456789abcdef", "AWX_HOST=https://awx.example.com")
-	j.cmd.Stdout, j.cmd.Stderr = j.out, j.out
-	must(t, j.cmd.Start())
-	go func() {
-		j.err = j.cmd.Wait()
-		j.ended = time.Now()
-		meta.Status, meta.Finished, meta.EventProcessingFinished = "successful", time.Now(), true
-		if j.err != nil {
-			meta.Status = "failed"
-		}
-		n.awx.SetJob(meta)
-		close(j.done)
-	}()
-	t.Cleanup(func() {
-		_ = j.cmd.Process.Kill()
-		<-j.done
-	})
-	return j
+	return n.runJob(pdd, meta, procs, ` --forks "$FORKS"`, fmt.Sprintf("FORKS=%d", forks))
 }
 
 // limitCgroup limits the memory of the cgroup above the leaf whose
@@ -101,36 +78,7 @@ func TestAgentRightsize(t *testing.T) {
 	for _, j := range append([]*runnerJob{warm}, jobs...) {
 		a.waitLog(t, jobDoneRE(j.id), 45*time.Second)
 	}
-	type listed struct {
-		JobID string `json:"job_id"`
-		Peaks struct {
-			Memory struct {
-				V float64 `json:"v"`
-			} `json:"memory"`
-		} `json:"peaks"`
-		Sizing struct {
-			Forks            int    `json:"forks"`
-			MemoryLimitBytes int64  `json:"memory_limit_bytes"`
-			OOMKills         int    `json:"oom_kills"`
-			OOMCounter       int64  `json:"oom_counter"`
-			EEImage          string `json:"ee_image"`
-			ProjectRevision  string `json:"project_revision"`
-		} `json:"sizing"`
-	}
-	list := func() map[string]listed {
-		t.Helper()
-		var page struct{ Jobs []listed }
-		code, body := s.get(t, "/api/v1/jobs?template=78")
-		if code != 200 || json.Unmarshal(body, &page) != nil {
-			t.Fatalf("jobs: %d %s", code, body)
-		}
-		out := map[string]listed{}
-		for _, j := range page.Jobs {
-			out[j.JobID] = j
-		}
-		return out
-	}
-	byID := list()
+	byID := templateJobs(t, s, "78")
 	var peaks []float64
 	for i, j := range jobs {
 		e := byID[fmt.Sprint(j.id)]
@@ -158,7 +106,7 @@ func TestAgentRightsize(t *testing.T) {
 			hold = c
 		}
 	}
-	e := list()[fmt.Sprint(oom.id)]
+	e := templateJobs(t, s, "78")[fmt.Sprint(oom.id)]
 	if e.Sizing.OOMKills < 1 || e.Sizing.MemoryLimitBytes != limit || e.Sizing.OOMCounter != hold || hold == 0 {
 		t.Errorf("OOM job sizing %+v, want kills under %d in hold memory (counter %d)", e.Sizing, limit, hold)
 	}

@@ -99,12 +99,29 @@ type sizingJob struct {
 	} `json:"peaks"`
 	Status string `json:"status"`
 	Sizing struct {
-		Forks            int   `json:"forks"`
-		MemoryLimitBytes int64 `json:"memory_limit_bytes"`
-		OOMKills         int   `json:"oom_kills"`
-		OOMCounter       int64 `json:"oom_counter"`
-		AtCap            bool  `json:"at_cap"`
+		Forks            int    `json:"forks"`
+		MemoryLimitBytes int64  `json:"memory_limit_bytes"`
+		OOMKills         int    `json:"oom_kills"`
+		OOMCounter       int64  `json:"oom_counter"`
+		AtCap            bool   `json:"at_cap"`
+		EEImage          string `json:"ee_image"`
+		ProjectRevision  string `json:"project_revision"`
 	} `json:"sizing"`
+}
+
+// templateJobs reads the jobs list of template id, by job id.
+func templateJobs(t *testing.T, s *served, id string) map[string]sizingJob {
+	t.Helper()
+	var page struct{ Jobs []sizingJob }
+	code, body := s.get(t, "/api/v1/jobs?template="+id)
+	if code != 200 || json.Unmarshal(body, &page) != nil {
+		t.Fatalf("jobs of template %s: %d %s", id, code, body)
+	}
+	out := map[string]sizingJob{}
+	for _, j := range page.Jobs {
+		out[j.JobID] = j
+	}
+	return out
 }
 
 // rightsizeAnswer is the part of GET .../rightsize the test reads.
@@ -171,22 +188,9 @@ func TestRightsizeRealRuns(t *testing.T) {
 			t.Fatalf("run with %d forks exited %d:\n%s", f, code, out)
 		}
 	}
-	jobs := func() map[string]sizingJob {
-		t.Helper()
-		var page struct{ Jobs []sizingJob }
-		code, body := s.get(t, "/api/v1/jobs?template=77")
-		if code != 200 || json.Unmarshal(body, &page) != nil {
-			t.Fatalf("jobs: %d %s", code, body)
-		}
-		out := map[string]sizingJob{}
-		for _, j := range page.Jobs {
-			out[j.JobID] = j
-		}
-		return out
-	}
 	// The per-fork cost the runs show, fitted here from the jobs list's
 	// peaks: the allocation plus ansible's own worker and module.
-	byID := jobs()
+	byID := templateJobs(t, s, "77")
 	var peaks []float64
 	for _, f := range forks {
 		j := byID[fmt.Sprintf("f%d", f)]
@@ -214,7 +218,7 @@ func TestRightsizeRealRuns(t *testing.T) {
 		t.Fatalf("the run at its cap exited %d:\n%s", code, out)
 	}
 
-	byID = jobs()
+	byID = templateJobs(t, s, "77")
 	oom, atCap := byID["oom"], byID["atcap"]
 	if oom.Sizing.OOMKills < 1 || oom.Sizing.MemoryLimitBytes != oomLimit || oom.Status != "failed" {
 		t.Errorf("oom job: %+v, want OOM kills under %d, failed", oom, oomLimit)
