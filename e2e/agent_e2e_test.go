@@ -194,12 +194,7 @@ func (j *runnerJob) eventsDir() string { return filepath.Join(j.pdd, "artifacts"
 func (n *e2eNode) startJob(id int64, playbook string, procs []string) *runnerJob {
 	t := n.t
 	t.Helper()
-	pdd := t.TempDir()
-	for _, d := range []string{"project", "inventory"} {
-		must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(playbook), 0o644))
-	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+	pdd := privateDataDir(t, playbook, localInventory, "")
 	meta := awxtest.Job{ID: id, Name: "agent e2e", Status: "running", TemplateID: 7, TemplateName: "agent e2e",
 		Playbook: "site.yml", ExecutionNode: "node1", Started: time.Now()}
 	return n.runJob(pdd, meta, procs, "")

@@ -125,9 +125,7 @@ func TestAgentAdHocCommand(t *testing.T) {
 	s := serve(t, "--data", t.TempDir())
 	a := n.startAgent(s.URL)
 	id := jobIDBase()
-	pdd := t.TempDir()
-	must(t, os.MkdirAll(filepath.Join(pdd, "inventory"), 0o755))
-	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+	pdd := privateDataDir(t, "", localInventory, "")
 	events := filepath.Join(pdd, "artifacts", "job", "job_events")
 	meta := awxtest.Job{ID: id, Type: "ad_hoc_command", Name: "shell", ModuleName: "shell", Status: "running", ExecutionNode: "node1", Started: time.Now()}
 	n.awx.AddJob(meta, events)

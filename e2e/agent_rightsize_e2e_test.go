@@ -19,18 +19,7 @@ import (
 func (n *e2eNode) startSizedJob(id int64, forks int, procs []string) *runnerJob {
 	t := n.t
 	t.Helper()
-	pdd := t.TempDir()
-	for _, d := range []string{"project", "inventory", "env"} {
-		must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(sizingPlaybook), 0o644))
-	var inv strings.Builder
-	inv.WriteString("[fleet]\n")
-	for i := 1; i <= 4; i++ {
-		fmt.Fprintf(&inv, "h%d ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n", i)
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte(inv.String()), 0o644))
-	must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("hold_mib: %d\n", sizingHoldMiB)), 0o644))
+	pdd := privateDataDir(t, sizingPlaybook, sizingInventory, fmt.Sprintf("hold_mib: %d\n", sizingHoldMiB))
 	meta := awxtest.Job{ID: id, Name: "size me", Status: "running", TemplateID: 78, TemplateName: "size me",
 		Playbook: "site.yml", ExecutionNode: "node1", Started: time.Now(), Forks: forks,
 		SCMRevision: "0123456789abcdef", EEImage: "quay.io/ansible/awx-ee:24.6.1"}

@@ -94,14 +94,7 @@ func TestCollectAnsibleRunner(t *testing.T) {
 	data := t.TempDir()
 	s := serve(t, "--data", data)
 
-	pdd := t.TempDir()
-	for _, d := range []string{"project", "inventory"} {
-		if err := os.MkdirAll(filepath.Join(pdd, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(collectPlaybook(burnSeconds(t))), 0o644))
-	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+	pdd := privateDataDir(t, collectPlaybook(burnSeconds(t)), localInventory, "")
 
 	// Memory is polled less often than the allocation task lasts: only
 	// the task boundary puts its peak on it.
@@ -294,6 +287,31 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// localInventory is an Ansible inventory of localhost alone, run
+// without ssh by this machine's Python 3.
+const localInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
+
+// privateDataDir lays out an ansible-runner private data dir in a new
+// temporary directory and returns it: project/site.yml holding playbook
+// (none when empty: an ad hoc command's), inventory/hosts and, when
+// extravars is not empty, env/extravars.
+func privateDataDir(t *testing.T, playbook, inventory, extravars string) string {
+	t.Helper()
+	pdd := t.TempDir()
+	write := func(rel, content string) {
+		must(t, os.MkdirAll(filepath.Join(pdd, filepath.Dir(rel)), 0o755))
+		must(t, os.WriteFile(filepath.Join(pdd, rel), []byte(content), 0o644))
+	}
+	if playbook != "" {
+		write("project/site.yml", playbook)
+	}
+	write("inventory/hosts", inventory)
+	if extravars != "" {
+		write("env/extravars", extravars)
+	}
+	return pdd
 }
 
 // TestCollectPolicyOff: with collection off for a template, collect runs

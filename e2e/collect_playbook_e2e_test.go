@@ -66,7 +66,7 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	s := serve(t, "--data", t.TempDir())
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "site.yml"), []byte(playbookE2E()), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "inventory"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "inventory"), []byte(localInventory), 0o644))
 
 	cmd := exec.Command(peaklineBin(t), "collect", "--server", s.URL, "--template", "pb", "--template-name", "playbook e2e",
 		"--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(), "--memory-poll-interval", testscale.Scaled(t, 3*time.Second).String(),

@@ -3,9 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -92,13 +90,7 @@ type TaskCost struct{ Seconds, CPUSeconds float64 }
 // as a run of template, the CPU task doing r.work units under pin.
 func collectNoiseRun(t *testing.T, s *served, pin []string, template string, r noiseRun, unit int) {
 	t.Helper()
-	pdd := t.TempDir()
-	for _, d := range []string{"project", "inventory", "env"} {
-		must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(pressurePlaybook), 0o644))
-	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("work: %d\nunit: %d\npin: %q\n", r.work, unit, strings.Join(pin, " "))), 0o644))
+	pdd := privateDataDir(t, pressurePlaybook, localInventory, fmt.Sprintf("work: %d\nunit: %d\npin: %q\n", r.work, unit, strings.Join(pin, " ")))
 	args := append([]string{}, peaklineBin(t), "collect", "--server", s.URL, "--template", template, "--poll-interval", testscale.Scaled(t, 100*time.Millisecond).String(),
 		"--spool-dir", t.TempDir(), "--", "ansible-runner", "run", pdd, "-p", "site.yml", "--ident", r.id)
 	start := time.Now()

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,23 +53,21 @@ const sizingPlaybook = `- name: size me
 // sizingHoldMiB is what each fork's "hold memory" allocates.
 const sizingHoldMiB = 64
 
+// sizingInventory is the fleet the sizing playbook runs on: four hosts,
+// each run locally, so that --forks sets how many run at once.
+const sizingInventory = `[fleet]
+h1 ansible_connection=local ansible_python_interpreter=/usr/bin/python3
+h2 ansible_connection=local ansible_python_interpreter=/usr/bin/python3
+h3 ansible_connection=local ansible_python_interpreter=/usr/bin/python3
+h4 ansible_connection=local ansible_python_interpreter=/usr/bin/python3
+`
+
 // sizingRun runs the playbook once under collect as job id of template
 // 77 with forks forks, under limit bytes of memory (0: none) and writing
 // scratchMiB of scratch; it returns collect's exit code and output.
 func sizingRun(t *testing.T, s *served, id string, forks int, limit int64, scratchMiB int) (int, string) {
 	t.Helper()
-	pdd := t.TempDir()
-	for _, d := range []string{"project", "inventory", "env"} {
-		must(t, os.MkdirAll(filepath.Join(pdd, d), 0o755))
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "project", "site.yml"), []byte(sizingPlaybook), 0o644))
-	var inv strings.Builder
-	inv.WriteString("[fleet]\n")
-	for i := 1; i <= 4; i++ {
-		fmt.Fprintf(&inv, "h%d ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n", i)
-	}
-	must(t, os.WriteFile(filepath.Join(pdd, "inventory", "hosts"), []byte(inv.String()), 0o644))
-	must(t, os.WriteFile(filepath.Join(pdd, "env", "extravars"), []byte(fmt.Sprintf("scratch_mib: %d\nhold_mib: %d\n", scratchMiB, sizingHoldMiB)), 0o644))
+	pdd := privateDataDir(t, sizingPlaybook, sizingInventory, fmt.Sprintf("scratch_mib: %d\nhold_mib: %d\n", scratchMiB, sizingHoldMiB))
 	args := []string{"collect", "--server", s.URL, "--template", "77", "--template-name", "size me",
 		"--poll-interval", "100ms", "--spool-dir", t.TempDir()}
 	if limit > 0 {
