@@ -257,9 +257,18 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	if m := taskMax[byName["fail but go on"]]["memory"]; m < 115<<20 || m >= 250<<20 {
 		t.Errorf("\"fail but go on\" peaks at %.1f MiB, want its own 120 MiB allocation", m/(1<<20))
 	}
-	// Ansible's own processes reach 13-14 PIDs in any task.
-	if p := peaks["pids"]; p.counter != byName["fork a few"] || p.v < 24 {
-		t.Errorf("pids peak %.0f in counter %d, want ≥ 24 in \"fork a few\" (%d)", p.v, p.counter, byName["fork a few"])
+	// Ansible's own processes reach 13-14 PIDs in any task. The sample
+	// closing the task before may hold the first moments of "fork a few"
+	// (the boundary rule: up to the event latency of the next task), so
+	// it may tie the peak but not pass it.
+	fork := taskMax[byName["fork a few"]]["pids"]
+	if fork < 24 {
+		t.Errorf("\"fork a few\" peaks at %.0f PIDs, want ≥ 24", fork)
+	}
+	for c, m := range taskMax {
+		if c != byName["fork a few"] && m["pids"] > fork {
+			t.Errorf("counter %d %q peaks at %.0f PIDs, above \"fork a few\" (%.0f)", c, tasks[c], m["pids"], fork)
+		}
 	}
 	burnt := cpuSeconds(srv.got(), 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
 	// The task burns 2 s of CPU time, however long that takes on a busy
