@@ -51,8 +51,9 @@ func sampleEvery100ms(t *testing.T, st Stats, d time.Duration, emit func(liveSam
 
 // TestSamplerPressure checks the stall resources ride on the CPU
 // readings: same times and intervals, each value the counter's growth
-// over the interval in seconds, the job's stall capped at the wall time,
-// and no memory stall sent when the kernel gives none.
+// over the interval in seconds, the job's stall capped at the wall time
+// (plus the carry the last sample takes), and no memory stall sent when
+// the kernel gives none.
 func TestSamplerPressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 0.5, mem: 1, pids: 1}, waitShare: 3, nodeShare: 0.25}
@@ -86,7 +87,9 @@ func TestSamplerPressure(t *testing.T) {
 				sum += x.v
 			}
 			want := map[string]float64{
-				ansible.ResourceCPUStall:     0.35, // 3× wall, capped at the wall time
+				// 3× wall: capped at the wall time, and the last
+				// sample takes the carry, which is capped too.
+				ansible.ResourceCPUStall:     0.35 + maxStallCarry.Seconds(),
 				ansible.ResourceNodeCPUStall: 0.35 * 0.25,
 				ansible.ResourceCPUThrottled: 0,
 			}[res]
@@ -160,6 +163,54 @@ func TestSamplerPressureAllStalled(t *testing.T) {
 		// The baseline read the counter at 0 (no time had passed).
 		if want := st.last.Seconds(); sum < want-1e-9 || sum > want+1e-9 {
 			t.Fatalf("cpu_stall samples add up to %v s, the counter grew by %v s", sum, want)
+		}
+	})
+}
+
+// skewStats is a job that stalls all the time, whose "some" total runs
+// 8 ms ahead on every other read, as it does when the per-CPU clocks it
+// is made of disagree: one interval grows by 108 ms in 100, the next by
+// 92.
+type skewStats struct {
+	pressureStats
+	reads int
+	last  time.Duration // the counter at the latest read
+}
+
+func (f *skewStats) Pressure() (cgroup.Pressure, error) {
+	f.reads++
+	p, err := f.pressureStats.Pressure()
+	if f.reads%2 == 0 {
+		p.CPUStall += 8 * time.Millisecond
+	}
+	f.last = p.CPUStall
+	return p, err
+}
+
+// TestSamplerPressureClockSkew checks growth beyond an interval's span
+// is carried, not dropped: every sample but the last stays within its
+// 100 ms, and the samples add up to the counter's growth exactly.
+func TestSamplerPressureClockSkew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &skewStats{pressureStats: pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}, waitShare: 1}}
+		var vs []float64
+		sampleEvery100ms(t, st, 650*time.Millisecond, func(x liveSample) {
+			if x.resource == ansible.ResourceCPUStall {
+				vs = append(vs, x.v)
+			}
+		})
+		if len(vs) != 7 {
+			t.Fatalf("cpu_stall samples %v, want 7 (6 polls and the last)", vs)
+		}
+		sum := 0.0
+		for i, v := range vs {
+			if i < len(vs)-1 && v > 0.1+1e-9 {
+				t.Errorf("cpu_stall sample %d is %v s, more than its 100 ms interval", i, v)
+			}
+			sum += v
+		}
+		if want := st.last.Seconds(); sum < want-1e-9 || sum > want+1e-9 {
+			t.Fatalf("cpu_stall samples %v add up to %v s, the counter grew by %v s", vs, sum, want)
 		}
 	})
 }

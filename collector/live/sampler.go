@@ -65,11 +65,17 @@ type liveSample struct {
 // (ansible.ResourceCPUStall, …): the counters' growth over the same
 // interval in seconds, stamped like the CPU sample, so a task's stall is
 // the sum of its samples. The job's CPU stall of an interval is at most
-// the time between the counter's two reads (on v2 the kernel's "some"
-// total, whose growth that is, so the samples add up to the counter's
-// growth exactly); on v1, where it sums the waits of threads that may
-// have waited at once, it is scaled by wall / (waits + run time) when
-// their demand exceeded the interval.
+// the time between the counter's two reads. On v2 that is the kernel's
+// "some" total, which can still grow by a few milliseconds more than
+// that: it averages per-CPU times read on each CPU's own scheduler clock,
+// and those clocks drift apart by up to a couple of ticks (seen under
+// emulation). The excess, up to maxStallCarry, is carried into the next
+// intervals that have room for it, and the last sample takes what is left
+// (at most maxStallCarry beyond its own span), so the samples add up to
+// the counter's growth exactly and a carried millisecond lands a few
+// intervals late at most; growth beyond that is no stall and is dropped. On v1, where it sums the waits of threads
+// that may have waited at once, it is scaled by wall / (waits + run time)
+// when their demand exceeded the interval.
 // node_load is the load average per CPU at the reading. A figure the
 // kernel does not give is not sent at all, and said once in the log.
 //
@@ -105,6 +111,11 @@ type sampler struct {
 	// prevPStart is when (monotonic) the previous read of the stall
 	// counters began.
 	prevPStart time.Duration
+	// stallOwed is CPU stall growth (v2) not yet emitted because an
+	// interval had no room for it; last is set for the last sample,
+	// which emits all of it.
+	stallOwed time.Duration
+	last      bool
 
 	// onLimits is told the memory limit and the OOM kills each time
 	// either changes (killMs: the stamp of the memory reading that saw
@@ -164,6 +175,12 @@ func (s *sampler) baseline() {
 		}
 	}
 }
+
+// maxStallCarry bounds the CPU stall growth carried from one interval to
+// the next (see sampler): the per-CPU clocks the kernel's "some" total is
+// made of stay within a couple of scheduler ticks of each other (4-10 ms
+// at HZ 250-1000, 20 ms at HZ 100).
+const maxStallCarry = 100 * time.Millisecond
 
 // stallResources are the resources samplePressure emits.
 var stallResources = [...]string{ansible.ResourceCPUStall, ansible.ResourceMemoryStall, ansible.ResourceCPUThrottled, ansible.ResourceNodeCPUStall, ansible.ResourceNodeLoad}
@@ -266,6 +283,7 @@ func (s *sampler) settle() {
 }
 
 func (s *sampler) sampleAll() {
+	s.last = true
 	s.sampleCPU(0)
 	s.sampleMemory(0)
 	s.samplePIDs(0)
@@ -398,20 +416,19 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 	}
 	if s.haveP {
 		q := s.prevP
-		// A "some" total grows by at most the time between its two
-		// reads, which lies within the start of the previous read and
-		// the end of this one. The CPU interval (wall) is no bound:
+		// A "some" total grows by about the time between its two reads
+		// at most, which lies within the start of the previous read and
+		// the end of this one (the excess is carried, see sampler). The
+		// CPU interval (wall) is no bound:
 		// the counters are read just after the CPU counter, and a job
 		// that stalled all along (tasks queued on one CPU) waited a
 		// little longer than wall between them.
 		readSpan := s.now().mono - s.prevPStart
-		delta := func(res string, has, hadBefore bool, cur, prev, limit time.Duration) {
+		delta := func(res string, has, hadBefore bool, cur, prev time.Duration) {
 			if has && hadBefore {
-				d := min(max(cur-prev, 0), limit)
-				s.stamp(res, now, stampMs, d.Seconds())
+				s.stamp(res, now, stampMs, max(cur-prev, 0).Seconds())
 			}
 		}
-		const noLimit = time.Duration(1<<63 - 1)
 		if p.HasCPURun && q.HasCPURun {
 			// Waits summed over threads (v1): scaled by the threads'
 			// demand where it exceeds the wall time, so that threads
@@ -421,12 +438,19 @@ func (s *sampler) samplePressure(now time.Time, stampMs int64, wall time.Duratio
 				dw = time.Duration(float64(dw) * float64(wall) / float64(demand))
 			}
 			s.stamp(ansible.ResourceCPUStall, now, stampMs, dw.Seconds())
-		} else {
-			delta(ansible.ResourceCPUStall, p.HasCPUStall, q.HasCPUStall, p.CPUStall, q.CPUStall, readSpan)
+		} else if p.HasCPUStall && q.HasCPUStall {
+			d := max(p.CPUStall-q.CPUStall, 0) + s.stallOwed
+			room := readSpan
+			if s.last {
+				room += maxStallCarry
+			}
+			out := min(d, room)
+			s.stallOwed = min(d-out, maxStallCarry)
+			s.stamp(ansible.ResourceCPUStall, now, stampMs, out.Seconds())
 		}
-		delta(ansible.ResourceMemoryStall, p.HasMemoryStall, q.HasMemoryStall, p.MemoryStall, q.MemoryStall, noLimit)
-		delta(ansible.ResourceCPUThrottled, p.HasThrottled, q.HasThrottled, p.Throttled, q.Throttled, noLimit)
-		delta(ansible.ResourceNodeCPUStall, p.HasNodeCPUStall, q.HasNodeCPUStall, p.NodeCPUStall, q.NodeCPUStall, noLimit)
+		delta(ansible.ResourceMemoryStall, p.HasMemoryStall, q.HasMemoryStall, p.MemoryStall, q.MemoryStall)
+		delta(ansible.ResourceCPUThrottled, p.HasThrottled, q.HasThrottled, p.Throttled, q.Throttled)
+		delta(ansible.ResourceNodeCPUStall, p.HasNodeCPUStall, q.HasNodeCPUStall, p.NodeCPUStall, q.NodeCPUStall)
 		if p.HasNodeLoad {
 			s.stamp(ansible.ResourceNodeLoad, now, stampMs, p.NodeLoad)
 		}
