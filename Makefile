@@ -119,7 +119,7 @@ test: tools
 # and runs there the collector packages' real-cgroup tests, ansible-runner
 # jobs under `peakline collect`, the contended-run test and every agent
 # end-to-end test, and records real v2 job cgroups (docs/CGROUP-V2.md).
-# Needs root; not in .ci/run yet (docs/CGROUP-V2.md). Kernels, the guest's Debian
+# Needs root; .ci/run runs it after make test. Kernels, the guest's Debian
 # root and the binaries are kept in /var/cache/peakline-v2vm when it exists,
 # else bin/v2vm. Warm: 948 s on this machine at a host load of about 2
 # (6.1 575 s, 6.12 366 s, one after the other); cold adds about 3 minutes.
