@@ -128,23 +128,35 @@ func TestSamplerPressureV1(t *testing.T) {
 	})
 }
 
-// lateStats is a job that stalls all the time (waitShare 1), whose stall
-// counters are read a while after its CPU counter on some reads: the
-// collector was held up between the two.
-type lateStats struct {
+// oddStats is a job that stalls all the time (waitShare 1) whose stall
+// counters, on every other read, are read late (late after its CPU
+// counter: the collector was held up between the two) or run ahead (the
+// "some" total ahead by ahead, as when the per-CPU clocks it is made of
+// disagree).
+type oddStats struct {
 	pressureStats
-	reads int
-	last  time.Duration // the counter at the latest read
+	late, ahead time.Duration
+	reads       int
+	last        time.Duration // the counter at the latest read
 }
 
-func (f *lateStats) Pressure() (cgroup.Pressure, error) {
+func (f *oddStats) Pressure() (cgroup.Pressure, error) {
 	f.reads++
-	if f.reads%2 == 0 {
-		time.Sleep(15 * time.Millisecond)
+	odd := f.reads%2 == 0
+	if odd {
+		time.Sleep(f.late)
 	}
 	p, err := f.pressureStats.Pressure()
+	if odd {
+		p.CPUStall += f.ahead
+	}
 	f.last = p.CPUStall
 	return p, err
+}
+
+// stalledAllAlong is the pressureStats of a job that stalls all the time.
+func stalledAllAlong() pressureStats {
+	return pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}, waitShare: 1}
 }
 
 // TestSamplerPressureAllStalled checks the CPU stall samples of a job
@@ -153,7 +165,7 @@ func (f *lateStats) Pressure() (cgroup.Pressure, error) {
 // it exceeds the CPU interval.
 func TestSamplerPressureAllStalled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &lateStats{pressureStats: pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}, waitShare: 1}}
+		st := &oddStats{pressureStats: stalledAllAlong(), late: 15 * time.Millisecond}
 		sum := 0.0
 		sampleEvery100ms(t, st, 550*time.Millisecond, func(x liveSample) {
 			if x.resource == ansible.ResourceCPUStall {
@@ -167,32 +179,14 @@ func TestSamplerPressureAllStalled(t *testing.T) {
 	})
 }
 
-// skewStats is a job that stalls all the time, whose "some" total runs
-// 8 ms ahead on every other read, as it does when the per-CPU clocks it
-// is made of disagree: one interval grows by 108 ms in 100, the next by
-// 92.
-type skewStats struct {
-	pressureStats
-	reads int
-	last  time.Duration // the counter at the latest read
-}
-
-func (f *skewStats) Pressure() (cgroup.Pressure, error) {
-	f.reads++
-	p, err := f.pressureStats.Pressure()
-	if f.reads%2 == 0 {
-		p.CPUStall += 8 * time.Millisecond
-	}
-	f.last = p.CPUStall
-	return p, err
-}
-
 // TestSamplerPressureClockSkew checks growth beyond an interval's span
-// is carried, not dropped: every sample but the last stays within its
-// 100 ms, and the samples add up to the counter's growth exactly.
+// is carried, not dropped: with the "some" total 8 ms ahead on every
+// other read (one interval grows by 108 ms in 100, the next by 92),
+// every sample but the last stays within its 100 ms, and the samples add
+// up to the counter's growth exactly.
 func TestSamplerPressureClockSkew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &skewStats{pressureStats: pressureStats{fakeStats: fakeStats{start: time.Now(), cpuShare: 1, mem: 1, pids: 1}, waitShare: 1}}
+		st := &oddStats{pressureStats: stalledAllAlong(), ahead: 8 * time.Millisecond}
 		var vs []float64
 		sampleEvery100ms(t, st, 650*time.Millisecond, func(x liveSample) {
 			if x.resource == ansible.ResourceCPUStall {
