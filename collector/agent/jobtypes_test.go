@@ -77,7 +77,9 @@ func TestJobTypes(t *testing.T) {
 			}
 		}
 		infos["1"] = running("running")
-		log := runFake(t, w, testConfig(), targets, infos, 3*time.Second)
+		cfg := testConfig()
+		cfg.MaxHeldSamples = 100 // fakeSession holds none
+		log := runFake(t, w, cfg, targets, infos, 3*time.Second)
 		by := sessionsByJob(w)
 		for _, id := range []string{"1", "2"} {
 			if s := by[id]; s == nil || !s.released || s.discarded || s.closed.IsZero() {

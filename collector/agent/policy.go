@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/peakline/peakline/collector/live"
+	"golang.org/x/sync/singleflight"
 )
 
 // Bounds of the policy cache: how long the server's answer for one
@@ -20,8 +21,9 @@ const (
 
 // policyCache asks the server's collection policy (live.FetchPolicy, as
 // `peakline collect` does) for a job's template, reusing an answer for
-// policyTTL. Failures are not cached: the next job asks again. It is safe
-// for concurrent use.
+// policyTTL. Jobs that ask about one template at once (an agent started
+// among running jobs) share one request. Failures are not cached: the
+// next job asks again. It is safe for concurrent use.
 type policyCache struct {
 	ask func(ctx context.Context, template string) (live.Policy, error)
 	// fallback is Config.PolicyFallback: what a job is when the policy
@@ -29,6 +31,8 @@ type policyCache struct {
 	fallback string
 	now      func() time.Time
 	log      *slog.Logger
+
+	asking singleflight.Group // template id → the request in flight
 
 	mu      sync.Mutex
 	entries map[string]policyEntry // template id → answer
@@ -56,7 +60,8 @@ func (c *policyCache) decide(ctx context.Context, template string, log *slog.Log
 	if ok && c.now().Sub(e.at) < policyTTL {
 		return e.p.Decide()
 	}
-	p, err := c.ask(ctx, template)
+	v, err, _ := c.asking.Do(template, func() (any, error) { return c.ask(ctx, template) })
+	p, _ := v.(live.Policy)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

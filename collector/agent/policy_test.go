@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -104,8 +106,41 @@ func TestPolicyDeclinesAndRemembers(t *testing.T) {
 	})
 }
 
+// Jobs that ask about one template at once share one request to the
+// server, and each gets its answer.
+func TestPolicyAskedOnceAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answer := make(chan struct{})
+		var asks atomic.Int32
+		c := newPolicyCache(func(ctx context.Context, template string) (live.Policy, error) {
+			asks.Add(1)
+			<-answer
+			return live.Policy{System: "opt-in", Template: "on"}, nil
+		}, DefaultPolicyFallback, slog.New(slog.DiscardHandler))
+		const jobs = 5
+		var collected atomic.Int32
+		var wg sync.WaitGroup
+		for range jobs {
+			wg.Go(func() {
+				if ok, _ := c.decide(context.Background(), "7", slog.New(slog.DiscardHandler)); ok {
+					collected.Add(1)
+				}
+			})
+		}
+		synctest.Wait()
+		close(answer)
+		wg.Wait()
+		if n := asks.Load(); n != 1 {
+			t.Errorf("the server was asked %d times for template 7 by %d jobs at once, want once", n, jobs)
+		}
+		if n := collected.Load(); n != jobs {
+			t.Errorf("%d of %d jobs collected, want all: template 7 opted in", n, jobs)
+		}
+	})
+}
+
 // When the server cannot be asked, jobs are collected, and that is
-// logged once, not per job.
+// logged once, not per job; a job that comes after a failure asks again.
 func TestPolicyServerUnreachableCollects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
@@ -118,11 +153,16 @@ func TestPolicyServerUnreachableCollects(t *testing.T) {
 		done := make(chan struct{})
 		go func() { a.run(ctx); close(done) }()
 		w.set(func() {
-			w.targets = []target{{jobID: "1", key: "a", cgroupDir: "/a"}, {jobID: "2", key: "b", cgroupDir: "/b"}}
-			w.alive["a"], w.alive["b"] = true, true
-			w.infos["1"], w.infos["2"] = running("running"), running("running")
+			w.targets = []target{{jobID: "1", key: "a", cgroupDir: "/a"}}
+			w.alive["a"], w.infos["1"] = true, running("running")
 		})
-		time.Sleep(2 * time.Second)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		w.set(func() {
+			w.targets = append(w.targets, target{jobID: "2", key: "b", cgroupDir: "/b"})
+			w.alive["b"], w.infos["2"] = true, running("running")
+		})
+		time.Sleep(time.Second)
 		synctest.Wait()
 		w.set(func() {
 			if len(w.sessions) != 2 || len(w.asked) != 2 {
