@@ -112,7 +112,10 @@
 // environ only of trusted processes, once each. It reads /proc's listing
 // and the comm of new processes (and the cmdline of a new conmon, the
 // cgroup of a new trusted process) (a process's comm is no
-// longer read once it stayed the same for 8 looks). A Tree reads the stat
+// longer read once it stayed the same for 8 looks). A process caught in
+// an exec, whose new comm the kernel sets before its command line and
+// environment (they read empty meanwhile), is read again at the next look
+// rather than taken for a process of no job. A Tree reads the stat
 // of its members and of new processes at each look, and that of a stable
 // non-member every 64 looks (to see an exec into a trusted name).
 //

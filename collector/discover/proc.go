@@ -64,6 +64,25 @@ func openRetry(file string) (int, error) {
 	}
 }
 
+// errExecing is what readArgs returns for a process whose command line
+// or environment reads empty: it is in execve, between taking the new
+// program's comm and the kernel laying out the program's arguments and
+// environment (its new memory's arg and env bounds are still 0), which
+// loading an interpreter and ld.so makes last milliseconds; or it is a
+// zombie. What it says is read again at the next look, not cached: a
+// conmon or an ansible-playbook caught in that window would otherwise be
+// taken for a process of no job for good.
+var errExecing = errors.New("no command line or environment yet (exec in progress)")
+
+// readArgs reads a process's cmdline or environ, errExecing when empty.
+func (r *fileReader) readArgs(file string) ([]byte, error) {
+	b, err := r.read(file)
+	if err == nil && len(b) == 0 {
+		return nil, errExecing
+	}
+	return b, err
+}
+
 // gone reports whether err means the file or its process went away.
 func gone(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)

@@ -168,3 +168,104 @@ func TestAddParent(t *testing.T) {
 		}
 	}
 }
+
+// TestScanExecInProgress: processes read while they exec (the new comm
+// set, the command line and environment not yet: they read empty) are
+// read again at the next look, not taken for processes of no job: a
+// conmon naming a process-tree job, a trusted process whose environment
+// names one, and a container's ansible-playbook, a Python whose command
+// line tells it is trusted.
+func TestScanExecInProgress(t *testing.T) {
+	sh := loadShape(t, "receptor")
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(sh.dir)); err != nil {
+		t.Fatal(err)
+	}
+	// Job 104: its conmon and playbook exec; job 103: its conmon is gone
+	// and its playbook, fork and version run exec.
+	if err := os.RemoveAll(filepath.Join(dir, "proc", fmt.Sprint(sh.pid("conmon103")))); err != nil {
+		t.Fatal(err)
+	}
+	blank := map[string][]byte{}
+	for _, f := range []string{
+		fmt.Sprintf("proc/%d/cmdline", sh.pid("conmon104")),
+		fmt.Sprintf("proc/%d/environ", sh.pid("playbook104")),
+		fmt.Sprintf("proc/%d/environ", sh.pid("playbook103")),
+		fmt.Sprintf("proc/%d/environ", sh.pid("fork103")),
+		fmt.Sprintf("proc/%d/cmdline", sh.pid("version103")),
+		fmt.Sprintf("proc/%d/environ", sh.pid("version103")),
+	} {
+		p := filepath.Join(dir, f)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blank[p] = b
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := NewScanner(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), treeRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Scan(); err != nil || len(got) != 0 {
+		t.Fatalf("while they exec: %+v, %v; want no job", got, err)
+	}
+	for p, b := range blank {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkJobs(t, got, []Job{
+		{ID: 103, Kind: KindProcessTree, PIDs: sh.pids("playbook103", "fork103", "version103"), Via: ViaEnviron},
+		{ID: 104, Kind: KindProcessTree, PIDs: sh.pids("conmon104", "playbook104"), Via: ViaConmon},
+	})
+
+	// A podman container without conmon: its ansible-playbook, run as
+	// python3 (the command line tells it is trusted), execs.
+	n := newFakeNode(t)
+	cid := n.container("machine.slice/libpod-ID.scope", 801, 61)
+	if err := os.RemoveAll(filepath.Join(n.root, "proc/800")); err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(filepath.Join(n.root, "proc/801/cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.write("proc/801/comm", "python3\n")
+	n.write("proc/801/cmdline", "")
+	n.write("proc/801/environ", "")
+	cs := n.scanner(DefaultRules())
+	if got, err := cs.Scan(); err != nil || len(got) != 0 {
+		t.Fatalf("while ansible-playbook execs: %+v, %v; want no job", got, err)
+	}
+	// Its command line first, then its environment, one look apart.
+	n.write("proc/801/cmdline", string(cmdline))
+	scans := 1
+	for ; scans <= maxWait+1; scans++ {
+		if got, err := cs.Scan(); err != nil || len(got) != 0 {
+			t.Fatalf("with the command line but no environment: %+v, %v; want no job", got, err)
+		}
+	}
+	n.write("proc/801/environ", "JOB_ID=61\x00")
+	want := []Job{{ID: 61, Kind: KindPodman, Cgroup: "/machine.slice/libpod-" + cid + ".scope", ContainerID: cid, PIDs: []int{801}, Via: ViaEnviron}}
+	// An unplaced container is looked into again within maxWait scans.
+	for i := 0; ; i++ {
+		got, err := cs.Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 0 {
+			checkJobs(t, got, want)
+			break
+		}
+		if i > maxWait {
+			t.Fatalf("%d scans after its environment was there, the container's job is not found", i+1)
+		}
+	}
+}

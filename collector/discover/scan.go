@@ -100,6 +100,9 @@ type procState struct {
 	cid     string // conmon: the container id (-c)
 	cjob    int64  // conmon: the job id from the container name
 	inScope bool   // its cgroup is a container's (by the scope rules)
+	// again marks a process caught in an exec (errExecing): it is learnt
+	// again at the next look.
+	again bool
 	// stable counts the looks that found the same comm; from
 	// stableAfter on, the comm is not read again while the pid lives.
 	stable int
@@ -409,10 +412,18 @@ func (s *Scanner) placeContainer(c *containerState, kind Kind, pids []int) {
 			continue
 		}
 		c.checked[pid] = string(comm)
-		if !s.trusted(pid, comm) {
+		trusted, err := s.trusted(pid, comm)
+		if errors.Is(err, errExecing) {
+			delete(c.checked, pid) // examined again at the next look
 			continue
 		}
-		jobID, pj := s.environIDs(pid, kind == KindKubernetes)
+		if !trusted {
+			continue
+		}
+		jobID, pj, again := s.environIDs(pid, kind == KindKubernetes)
+		if again {
+			delete(c.checked, pid)
+		}
 		if jobID != 0 {
 			c.jobID, c.via, c.checked = jobID, ViaEnviron, nil
 			return
@@ -440,35 +451,38 @@ func (s *Scanner) procFile(pid int, name string) string {
 }
 
 // trusted reports whether pid, whose comm is comm, runs a trusted
-// executable. comm must not alias the read buffer's later contents: the
-// caller passes a slice it may lose, so its verdict is taken first.
-func (s *Scanner) trusted(pid int, comm []byte) bool {
+// executable; errExecing when a Python interpreter's command line, which
+// tells, is not there yet. comm must not alias the read buffer's later
+// contents: the caller passes a slice it may lose, so its verdict is
+// taken first.
+func (s *Scanner) trusted(pid int, comm []byte) (bool, error) {
 	ok, python := s.rules.trustedComm(comm)
 	if ok || !python {
-		return ok
+		return ok, nil
 	}
 	return trustedCmdline(&s.r, s.rules, s.procFile(pid, "cmdline"))
 }
 
-func trustedCmdline(r *fileReader, rules *compiled, file string) bool {
-	b, err := r.read(file)
+func trustedCmdline(r *fileReader, rules *compiled, file string) (bool, error) {
+	b, err := r.readArgs(file)
 	if err != nil {
-		return false
+		return false, err
 	}
 	_, rest := nextArg(b)
 	script, _ := nextArg(rest)
-	return rules.trustedScript(script)
+	return rules.trustedScript(script), nil
 }
 
 // environIDs reads the job id (JobIDEnv) and, when pod is set, the job id
 // in the pod name (PodNameEnv) from pid's environment, and wipes the
-// buffer the environment was read into.
-func (s *Scanner) environIDs(pid int, pod bool) (jobID, podJob int64) {
+// buffer the environment was read into. again is set when the
+// environment is not there yet (errExecing).
+func (s *Scanner) environIDs(pid int, pod bool) (jobID, podJob int64, again bool) {
 	jobID, podJob, err := environIDs(&s.r, s.rules, s.procFile(pid, "environ"), pod)
 	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
 		s.environDenied++
 	}
-	return jobID, podJob
+	return jobID, podJob, errors.Is(err, errExecing)
 }
 
 // EnvironDenied returns how many reads of a trusted process's environment
@@ -483,7 +497,7 @@ func (s *Scanner) EnvironDenied() int {
 }
 
 func environIDs(r *fileReader, rules *compiled, file string, pod bool) (jobID, podJob int64, err error) {
-	env, err := r.read(file)
+	env, err := r.readArgs(file)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -517,11 +531,17 @@ func (s *Scanner) procPass() (conmons map[string]int64, err error) {
 			if err != nil {
 				continue
 			}
-			if p == nil || p.comm != string(comm) {
+			switch {
+			case p == nil || p.comm != string(comm):
 				p = &procState{comm: string(comm)}
 				s.procs[pid] = p
 				s.learn(pid, p)
-			} else {
+			case p.again:
+				// Caught in an exec at the last look: learnt anew.
+				p = &procState{comm: p.comm, stable: p.stable + 1}
+				s.procs[pid] = p
+				s.learn(pid, p)
+			default:
 				p.stable++
 			}
 		}
@@ -542,11 +562,13 @@ func (s *Scanner) procPass() (conmons map[string]int64, err error) {
 // command line; a trusted process's cgroup, and, with ProcessTree, the
 // job id in its environment when it is in no container's cgroup. The
 // environment is the one source that needs privileges: it is read last,
-// and only for the process-tree fallback.
+// and only for the process-tree fallback. A process caught in an exec
+// (errExecing) is marked again.
 func (s *Scanner) learn(pid int, p *procState) {
 	if s.rules.ConmonComm != "" && p.comm == s.rules.ConmonComm {
-		b, err := s.r.read(s.procFile(pid, "cmdline"))
+		b, err := s.r.readArgs(s.procFile(pid, "cmdline"))
 		if err != nil {
+			p.again = errors.Is(err, errExecing)
 			return
 		}
 		cid, name := conmonArgs(b)
@@ -556,13 +578,15 @@ func (s *Scanner) learn(pid int, p *procState) {
 		}
 		return
 	}
-	p.trusted = s.trusted(pid, []byte(p.comm))
+	var err error
+	p.trusted, err = s.trusted(pid, []byte(p.comm))
 	if !p.trusted {
+		p.again = errors.Is(err, errExecing)
 		return
 	}
 	p.inScope = s.inContainerCgroup(pid)
 	if s.rules.ProcessTree && !p.inScope {
-		p.jobID, _ = s.environIDs(pid, false)
+		p.jobID, _, p.again = s.environIDs(pid, false)
 	}
 }
 

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -124,6 +125,9 @@ type cachedProc struct {
 	// conmonJob is, for a conmon process, the job its container name
 	// (-n ansible_runner_<id>) says; 0 for any other process.
 	conmonJob int64
+	// again marks a process caught in an exec (errExecing): read anew
+	// at the next look.
+	again bool
 }
 
 // readProc reads a process's stat (and, for a Python interpreter, its
@@ -138,18 +142,24 @@ func (t *Tree) readProc(pid int) (treeProc, bool) {
 		return treeProc{}, false
 	}
 	c := t.cache[pid]
-	if c != nil && c.start == st.start && c.comm == string(comm) {
+	if c != nil && c.start == st.start && c.comm == string(comm) && !c.again {
 		c.stable++
 		c.ppid = st.ppid
 	} else {
-		c = &cachedProc{start: st.start, ppid: st.ppid, comm: string(comm)}
+		stable := 0
+		if c != nil && c.start == st.start && c.comm == string(comm) {
+			stable = c.stable + 1
+		}
+		c = &cachedProc{start: st.start, ppid: st.ppid, comm: string(comm), stable: stable}
 		trusted, python := t.rules.trustedComm(comm)
+		var err error
 		if !trusted && python {
-			trusted = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
+			trusted, err = trustedCmdline(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/cmdline")
 		}
 		c.trusted = trusted
 		if t.rules.ConmonComm != "" && string(comm) == t.rules.ConmonComm {
-			if b, err := t.r.read(t.procRoot + "/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
+			var b []byte
+			if b, err = t.r.readArgs(t.procRoot + "/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
 				if _, name := conmonArgs(b); name != nil {
 					if m := t.rules.conmonName.FindSubmatch(name); m != nil {
 						c.conmonJob, _ = parseJobID(m[1])
@@ -157,6 +167,7 @@ func (t *Tree) readProc(pid int) (treeProc, bool) {
 				}
 			}
 		}
+		c.again = errors.Is(err, errExecing)
 		t.cache[pid] = c
 	}
 	c.gen = t.gen
@@ -356,8 +367,11 @@ func (t *Tree) pass() error {
 		id := procID{pid, p.start}
 		jobID, seen := t.envSeen[id]
 		if !seen {
-			jobID, _, _ = environIDs(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/environ", false)
-			t.envSeen[id] = jobID
+			var err error
+			jobID, _, err = environIDs(&t.r, t.rules, t.procRoot+"/"+strconv.Itoa(pid)+"/environ", false)
+			if !errors.Is(err, errExecing) {
+				t.envSeen[id] = jobID // else read again at the next look
+			}
 		}
 		if jobID == t.jobID {
 			t.members[pid] = member{start: p.start, joined: true}

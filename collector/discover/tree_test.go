@@ -543,3 +543,50 @@ func TestTreeByConmon(t *testing.T) {
 		t.Errorf("members %v, want conmon104's child %v", got, want)
 	}
 }
+
+// TestTreeExecInProgress: a conmon read while it execs (its comm set, its
+// command line not yet) and a trusted process whose environment is not
+// there yet are read again at the next look: the tree then holds the
+// conmon's descendants, and the process its environment names. The
+// other environments are gone, so only those two tell the job.
+func TestTreeExecInProgress(t *testing.T) {
+	p := newFakeProc(t)
+	conmon := filepath.Join(p.dir, strconv.Itoa(p.pid("conmon103")), "cmdline")
+	envFile := filepath.Join(p.dir, strconv.Itoa(p.pid("version103")), "environ")
+	saved := map[string][]byte{}
+	for _, f := range []string{conmon, envFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved[f] = b
+	}
+	envs, _ := filepath.Glob(filepath.Join(p.dir, "*", "environ"))
+	for _, f := range envs {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f := range saved {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := NewTree(p.dir, 103, DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, tr).members; len(got) != 0 {
+		t.Fatalf("members while conmon103 and version103 exec %v, want none", got)
+	}
+	for f, b := range saved {
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := p.pids("playbook103", "fork103", "shell103", "module103", "version103")
+	slices.Sort(want)
+	if got := readTree(t, tr).members; !slices.Equal(got, want) {
+		t.Errorf("members once both execed %v, want %v", got, want)
+	}
+}
