@@ -149,9 +149,18 @@ func TestCollectAnsibleRunner(t *testing.T) {
 		t.Errorf("memory peak %.0f in counter %d, want ≥ 250 MiB in \"allocate memory\" (%d)", p.v, p.counter, byName["allocate memory"])
 	}
 	// Ansible's own processes reach 13-14 PIDs in any task, so "fork a
-	// few" starts 24 sleeps: its peak stands clear of every other task's.
-	if p := peaks["pids"]; p.counter != byName["fork a few"] || p.v < 24 {
-		t.Errorf("pids peak %.0f in counter %d, want ≥ 24 in \"fork a few\" (%d)", p.v, p.counter, byName["fork a few"])
+	// few" starts 24 sleeps. The sample closing the task before may hold
+	// the first moments of "fork a few" (the boundary rule: up to the
+	// event latency of the next task), so it may tie the peak but not
+	// pass it.
+	fork := taskMax[byName["fork a few"]]["pids"]
+	if fork < 24 {
+		t.Errorf("\"fork a few\" peaks at %.0f PIDs, want ≥ 24", fork)
+	}
+	for c, m := range taskMax {
+		if c != byName["fork a few"] && m["pids"] > fork {
+			t.Errorf("counter %d %q peaks at %.0f PIDs, above \"fork a few\" (%.0f)", c, tasks[c], m["pids"], fork)
+		}
 	}
 	for c, m := range taskMax {
 		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
