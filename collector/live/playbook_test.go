@@ -226,57 +226,15 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	for c, name := range tasks {
 		byName[name] = c
 	}
-	type peak struct {
-		v       float64
-		counter int64
-	}
-	peaks := map[string]peak{}
-	taskMax := map[int64]map[string]float64{}
-	for _, s := range srv.got() {
-		if s.job != "site-run" {
-			t.Fatalf("sample of job %q, want site-run", s.job)
-		}
-		if s.counter != 0 && tasks[s.counter] != s.task {
-			t.Fatalf("sample names task %q for counter %d, the task is %q", s.task, s.counter, tasks[s.counter])
-		}
-		if taskMax[s.counter] == nil {
-			taskMax[s.counter] = map[string]float64{}
-		}
-		taskMax[s.counter][s.resource] = max(taskMax[s.counter][s.resource], s.v)
-		if s.v > peaks[s.resource].v {
-			peaks[s.resource] = peak{s.v, s.counter}
-		}
-	}
+	peaks, taskMax, _ := taskPeaks(t, srv.got(), "site-run", tasks)
 	for _, c := range append([]int64{0}, counters...) {
 		m := taskMax[c]
 		t.Logf("counter %2d %-16q: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
 	}
-	if p := peaks["memory"]; p.counter != byName["allocate memory"] || p.v < 250<<20 {
-		t.Errorf("memory peak %.0f in counter %d, want ≥ 250 MiB in \"allocate memory\" (%d)", p.v, p.counter, byName["allocate memory"])
-	}
 	if m := taskMax[byName["fail but go on"]]["memory"]; m < 115<<20 || m >= 250<<20 {
 		t.Errorf("\"fail but go on\" peaks at %.1f MiB, want its own 120 MiB allocation", m/(1<<20))
 	}
-	// Ansible's own processes reach 13-14 PIDs in any task. The sample
-	// closing the task before may hold the first moments of "fork a few"
-	// (the boundary rule: up to the event latency of the next task), so
-	// it may tie the peak but not pass it.
-	fork := taskMax[byName["fork a few"]]["pids"]
-	if fork < 24 {
-		t.Errorf("\"fork a few\" peaks at %.0f PIDs, want ≥ 24", fork)
-	}
-	for c, m := range taskMax {
-		if c != byName["fork a few"] && m["pids"] > fork {
-			t.Errorf("counter %d %q peaks at %.0f PIDs, above \"fork a few\" (%.0f)", c, tasks[c], m["pids"], fork)
-		}
-	}
-	burnt := cpuSeconds(srv.got(), 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
-	// The task burns 2 s of CPU time, however long that takes on a busy
-	// machine.
-	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)
-	if burnt < 1.5 {
-		t.Errorf("the samples of \"burn some cpu\" add up to %.2fs of CPU, want ≥ 1.5s", burnt)
-	}
+	checkPerfPeaks(t, srv.got(), byName, tasks, peaks, taskMax)
 	// The plugin's directory is gone with the job.
 	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "peakline-collect-*", "artifacts", "site-run")); len(left) > 0 {
 		t.Errorf("callback directory left behind: %v", left)

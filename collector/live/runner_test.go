@@ -119,16 +119,33 @@ func TestCollectAnsibleRunner(t *testing.T) {
 			t.Fatalf("task %q not sent; got %v", name, tasks)
 		}
 	}
-	type peak struct {
-		v       float64
-		counter int64
+	peaks, taskMax, perTask := taskPeaks(t, srv.got(), ident, tasks)
+	t.Logf("job %s: samples per counter %v; peaks: cpu %.1f%% in %q, memory %.1f MiB in %q, pids %.0f in %q",
+		ident, perTask, peaks["cpu"].v, tasks[peaks["cpu"].counter], peaks["memory"].v/(1<<20), tasks[peaks["memory"].counter],
+		peaks["pids"].v, tasks[peaks["pids"].counter])
+	for c, m := range taskMax {
+		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
 	}
-	peaks := map[string]peak{}
-	perTask := map[int64]int{}
+	checkPerfPeaks(t, srv.got(), byName, tasks, peaks, taskMax)
+}
+
+// taskPeak is a resource's highest sample and the task counter it is on.
+type taskPeak struct {
+	v       float64
+	counter int64
+}
+
+// taskPeaks reads the samples of one job: each resource's peak, each
+// counter's highest sample per resource and each counter's sample count.
+// Every sample must be of job and name the task of its counter.
+func taskPeaks(t *testing.T, samples []gotSample, job string, tasks map[int64]string) (map[string]taskPeak, map[int64]map[string]float64, map[int64]int) {
+	t.Helper()
+	peaks := map[string]taskPeak{}
 	taskMax := map[int64]map[string]float64{}
-	for _, s := range srv.got() {
-		if s.job != ident {
-			t.Fatalf("sample of job %q, want the runner ident %q", s.job, ident)
+	perTask := map[int64]int{}
+	for _, s := range samples {
+		if s.job != job {
+			t.Fatalf("sample of job %q, want %q", s.job, job)
 		}
 		if s.counter != 0 && tasks[s.counter] != s.task {
 			t.Fatalf("sample names task %q for counter %d, the task is %q", s.task, s.counter, tasks[s.counter])
@@ -139,12 +156,17 @@ func TestCollectAnsibleRunner(t *testing.T) {
 		}
 		taskMax[s.counter][s.resource] = max(taskMax[s.counter][s.resource], s.v)
 		if s.v > peaks[s.resource].v {
-			peaks[s.resource] = peak{s.v, s.counter}
+			peaks[s.resource] = taskPeak{s.v, s.counter}
 		}
 	}
-	t.Logf("job %s: samples per counter %v; peaks: cpu %.1f%% in %q, memory %.1f MiB in %q, pids %.0f in %q",
-		ident, perTask, peaks["cpu"].v, tasks[peaks["cpu"].counter], peaks["memory"].v/(1<<20), tasks[peaks["memory"].counter],
-		peaks["pids"].v, tasks[peaks["pids"].counter])
+	return peaks, taskMax, perTask
+}
+
+// checkPerfPeaks checks the peaks of testdata's perf playbook, run by
+// ansible-runner or ansible-playbook: the memory peak in "allocate
+// memory", the PID peak in "fork a few" and 2 s of CPU in "burn some cpu".
+func checkPerfPeaks(t *testing.T, samples []gotSample, byName map[string]int64, tasks map[int64]string, peaks map[string]taskPeak, taskMax map[int64]map[string]float64) {
+	t.Helper()
 	if p := peaks["memory"]; p.counter != byName["allocate memory"] || p.v < 250<<20 {
 		t.Errorf("memory peak %.0f in counter %d, want ≥ 250 MiB in \"allocate memory\" (%d)", p.v, p.counter, byName["allocate memory"])
 	}
@@ -162,15 +184,11 @@ func TestCollectAnsibleRunner(t *testing.T) {
 			t.Errorf("counter %d %q peaks at %.0f PIDs, above \"fork a few\" (%.0f)", c, tasks[c], m["pids"], fork)
 		}
 	}
-	for c, m := range taskMax {
-		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
-	}
 	// The task burns 2 s of CPU time (not of wall time), however busy the
-	// machine.
-	burnt := cpuSeconds(srv.got(), 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
+	// machine. A sample stands for the interval before it, so up to one
+	// interval at each end of the task lands in its neighbours.
+	burnt := cpuSeconds(samples, 0, func(s gotSample) bool { return s.counter == byName["burn some cpu"] })
 	t.Logf("CPU time in \"burn some cpu\" from the samples: %.2fs (the task burns 2s plus ansible's own)", burnt)
-	// A sample stands for the interval before it, so up to one interval at
-	// each end of the task lands in its neighbours.
 	if burnt < 1.5 {
 		t.Errorf("the samples of \"burn some cpu\" add up to %.2fs of CPU, want ≥ 1.5s", burnt)
 	}
