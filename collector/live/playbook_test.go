@@ -226,7 +226,8 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	for c, name := range tasks {
 		byName[name] = c
 	}
-	peaks, taskMax, _ := taskPeaks(t, srv.got(), "site-run", tasks)
+	samples := srv.got()
+	peaks, taskMax, _ := taskPeaks(t, samples, "site-run", tasks)
 	for _, c := range append([]int64{0}, counters...) {
 		m := taskMax[c]
 		t.Logf("counter %2d %-16q: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
@@ -234,7 +235,7 @@ func TestCollectAnsiblePlaybook(t *testing.T) {
 	if m := taskMax[byName["fail but go on"]]["memory"]; m < 115<<20 || m >= 250<<20 {
 		t.Errorf("\"fail but go on\" peaks at %.1f MiB, want its own 120 MiB allocation", m/(1<<20))
 	}
-	checkPerfPeaks(t, srv.got(), byName, tasks, peaks, taskMax)
+	checkPerfPeaks(t, samples, byName, tasks, peaks, taskMax)
 	// The plugin's directory is gone with the job.
 	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "peakline-collect-*", "artifacts", "site-run")); len(left) > 0 {
 		t.Errorf("callback directory left behind: %v", left)

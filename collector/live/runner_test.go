@@ -119,14 +119,15 @@ func TestCollectAnsibleRunner(t *testing.T) {
 			t.Fatalf("task %q not sent; got %v", name, tasks)
 		}
 	}
-	peaks, taskMax, perTask := taskPeaks(t, srv.got(), ident, tasks)
+	samples := srv.got()
+	peaks, taskMax, perTask := taskPeaks(t, samples, ident, tasks)
 	t.Logf("job %s: samples per counter %v; peaks: cpu %.1f%% in %q, memory %.1f MiB in %q, pids %.0f in %q",
 		ident, perTask, peaks["cpu"].v, tasks[peaks["cpu"].counter], peaks["memory"].v/(1<<20), tasks[peaks["memory"].counter],
 		peaks["pids"].v, tasks[peaks["pids"].counter])
 	for c, m := range taskMax {
 		t.Logf("counter %2d %-16q samples %3d: max cpu %6.1f%%, memory %6.1f MiB, pids %2.0f", c, tasks[c], perTask[c], m["cpu"], m["memory"]/(1<<20), m["pids"])
 	}
-	checkPerfPeaks(t, srv.got(), byName, tasks, peaks, taskMax)
+	checkPerfPeaks(t, samples, byName, tasks, peaks, taskMax)
 }
 
 // taskPeak is a resource's highest sample and the task counter it is on.
