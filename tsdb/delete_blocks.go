@@ -23,9 +23,10 @@ type passStats struct {
 
 // removeJobs removes every sample of ids from the heads and blocks, in
 // the order explained at deleter, and marks each job removed as soon as
-// no block holds it any more. Prometheus's own compactions wait meanwhile,
-// so that no merge in flight carries a job's samples past the pass into a
-// new block. It returns ctx's error when the store closes between blocks.
+// no block holds it any more. Prometheus's own compactions and
+// Store.Compact's merges wait meanwhile, so that no merge in flight
+// carries a job's samples past the pass into a new block. It returns
+// ctx's error when the store closes between blocks.
 func (s *Store) removeJobs(ctx context.Context, ids []string) (passStats, error) {
 	var st passStats
 	quoted := make([]string, len(ids))
@@ -42,6 +43,8 @@ func (s *Store) removeJobs(ctx context.Context, ids []string) (passStats, error)
 	defer release()
 	s.db.DisableCompactions()
 	defer s.db.EnableCompactions()
+	s.mergeMu.Lock() // and Compact's (mergeBlocks)
+	defer s.mergeMu.Unlock()
 	if err := s.evictSeries(ctx, match); err != nil {
 		return st, err
 	}

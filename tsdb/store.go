@@ -133,6 +133,11 @@ type Store struct {
 	reopenedAt time.Time
 	shut       bool
 
+	// mergeMu serialises a delete pass over the blocks (removeJobs) with
+	// Compact's merge of blocks (mergeBlocks). Taken after dbMu, before
+	// queryMu.
+	mergeMu sync.Mutex
+
 	// queryMu serialises opening queriers (read) with db.Delete (write):
 	// Prometheus's Block.Delete replaces a block's tombstones and meta
 	// without a lock that NewBlockQuerier takes.
@@ -294,12 +299,22 @@ func (s *Store) Appendable() storage.Appendable {
 	return s.db
 }
 
-// Compact compacts the head and out-of-order head into blocks. Used by
-// tests and benchmarks that measure on-disk size. Writes wait while it runs.
+// Compact compacts the head and out-of-order head into blocks, and then
+// the blocks into larger ones as the TSDB's own loop would within a
+// minute, so no compaction starts on its own after it. Used by tests and
+// benchmarks that measure on-disk size, or memory and time with nothing
+// compacting beside them. Writes wait while the heads are compacted.
 func (s *Store) Compact(ctx context.Context) error {
 	if s.remote != nil {
 		return nil // the engine compacts on its own
 	}
+	if err := s.compactHeads(ctx); err != nil {
+		return err
+	}
+	return s.mergeBlocks(ctx)
+}
+
+func (s *Store) compactHeads(ctx context.Context) error {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	if s.db == nil {
@@ -309,15 +324,37 @@ func (s *Store) Compact(ctx context.Context) error {
 	// writes under queryMu (delete_blocks.go).
 	s.queryMu.RLock()
 	defer s.queryMu.RUnlock()
-	h := s.db.Head()
-	if h.NumSeries() == 0 || h.MinTime() > h.MaxTime() {
-		return s.db.CompactOOOHead(ctx)
-	}
-	if err := s.db.CompactHead(ptsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
-		return fmt.Errorf("compact head: %w", err)
+	if h := s.db.Head(); h.NumSeries() > 0 && h.MinTime() <= h.MaxTime() {
+		if err := s.db.CompactHead(ptsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
+			return fmt.Errorf("compact head: %w", err)
+		}
 	}
 	if err := s.db.CompactOOOHead(ctx); err != nil {
 		return fmt.Errorf("compact out-of-order head: %w", err)
+	}
+	return nil
+}
+
+// mergeBlocks merges the blocks the TSDB's compactor plans to: the
+// overlapping backfill blocks of a day (backfill.go), the out-of-order
+// ones, and blocks of one level into the next. It waits for a delete
+// pass over the blocks, whose DisableCompactions holds off Prometheus's
+// own loop only: a merge beside the pass would close the block the pass
+// is rewriting, or carry a deleted job's samples into a new block.
+func (s *Store) mergeBlocks(ctx context.Context) error {
+	db, release, err := s.acquireDB()
+	if err != nil {
+		return fmt.Errorf("compact blocks: %w", err)
+	}
+	defer release()
+	s.mergeMu.Lock()
+	defer s.mergeMu.Unlock()
+	s.queryMu.RLock()
+	defer s.queryMu.RUnlock()
+	// Writes go on meanwhile: the TSDB compacts the head only where it
+	// would on its own, behind the appenders it waits for.
+	if err := db.Compact(ctx); err != nil {
+		return fmt.Errorf("compact blocks: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,64 @@ func TestCacheFollowsWrites(t *testing.T) {
 	}
 	if _, err := s.ReadJob(ctx, "live", minTime, maxTime); !errors.Is(err, ErrJobNotFound) {
 		t.Fatalf("read after delete: %v", err)
+	}
+}
+
+// Compact leaves nothing for the TSDB's own loop to compact later, on
+// every path a write takes: jobs of the last hours (the head), written
+// newest first (the out-of-order head), and days old (a backfill block
+// per job and day, overlapping). Before, the loop merged them a minute
+// on, beside whatever a test or a benchmark was measuring.
+func TestCompactLeavesNothingPlanned(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		end         time.Duration // before now, of the newest job
+		oldestFirst bool
+	}{
+		{"recent, newest first", time.Minute, false},
+		{"days old, oldest first", 100 * time.Hour, true},
+		{"days old, newest first", 100 * time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			compactLeavesNothingPlanned(t, time.Now().Add(-tc.end).UnixMilli(), tc.oldestFirst)
+		})
+	}
+}
+
+func compactLeavesNothingPlanned(t *testing.T, end int64, oldestFirst bool) {
+	s, dir := openTest(t)
+	ctx := t.Context()
+	const runs = 100
+	for i := range runs {
+		h := i
+		if oldestFirst {
+			h = runs - 1 - i
+		}
+		if _, err := s.Append(ctx, exampleBatch(fmt.Sprintf("run-%03d", h), end-int64(h)*3_600_000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := s.compactor.Plan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 0 {
+		t.Errorf("after Compact the compactor still plans to merge %d blocks", len(plan))
+	}
+	if n := s.db.Head().NumSeries(); n != 0 {
+		t.Errorf("after Compact the head holds %d series", n)
+	}
+	for h := range runs {
+		id := fmt.Sprintf("run-%03d", h)
+		job, err := s.ReadJob(ctx, id, minTime, maxTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(job.Columns) != 3 || len(job.Columns[1].Ts) != 24 || len(job.Tasks) != 3 {
+			t.Fatalf("job %s after Compact: %d columns, %d tasks", id, len(job.Columns), len(job.Tasks))
+		}
 	}
 }
