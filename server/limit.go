@@ -195,11 +195,11 @@ const readRetryAfter = "1"
 
 // Estimates of the memory a heavy read holds while it is served, counted
 // before its work starts. Measured on the history of 100 runs × 300
-// tasks (TestHistoryMemoryWithinEstimate logs it): 170 to 1,060 bytes of
-// live heap per task and run for the runs, the matched tasks and the
-// answer; the estimate is about twice the most seen. A job read that the
-// store's cache does not hold decodes its samples (8-byte time, 8-byte
-// value, a task index, and the chunk iterators' buffers).
+// tasks (TestHistoryMemoryWithinEstimate logs it): 319 bytes of heap per
+// task and run for the runs, the matched tasks and the answer, 436 to 883
+// under -race; the estimate is over twice the most seen. A job read
+// that the store's cache does not hold decodes its samples (8-byte time,
+// 8-byte value, a task index, and the chunk iterators' buffers).
 const (
 	historyTaskRunBytes = 2 << 10
 	readSampleBytes     = 64
