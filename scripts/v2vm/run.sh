@@ -190,12 +190,14 @@ for krel in "${krels[@]}"; do
 		status=missing
 		overall=1
 	elif [[ $(cat "$run/exit") != 0 ]]; then
-		status=failed
+		# The checks that failed, by name, for the last lines of a log.
+		status="failed: $(tr -d '\r' <"$run/console.log" | sed -n 's/^v2vm: \([a-z0-9-]*\) failed (exit.*/\1/p' | tr '\n' ' ')"
+		status=${status% }
 		overall=1
 	else
 		status=ok
 	fi
-	summary+=("$krel: $status in ${secs}s")
+	summary+=("$krel: $status, in ${secs}s")
 done
 
 for s in "${summary[@]}"; do
