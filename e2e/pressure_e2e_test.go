@@ -120,11 +120,12 @@ type noiseRun struct {
 
 // TestPressureNoise runs one unchanged playbook several times under
 // peakline collect, with busy loops competing for the CPU task's core in
-// some runs (both pinned to CPU 0 with taskset), and one run doing twice the
-// work of its CPU task without hogs (three times under emulation, below). With the stall rule no CPU or
-// duration regression is flagged in the contended runs, which are
-// marked contended, and the real change is still flagged; without the
-// rule (max_stall=0) the hogged runs raise false alarms. It logs flags
+// some runs (both pinned to CPU 0 with taskset), and one run doing twice
+// the work of its CPU task without hogs (three times under emulation,
+// below). With the stall rule no CPU or duration regression is flagged in
+// the contended runs, which are marked contended, and the real change is
+// still flagged; without the rule (max_stall=0) the hogged runs raise
+// false alarms. It logs flags
 // per 100 checks with and without the rule.
 //
 // The runs without hogs must do their work at one speed for the change
@@ -225,13 +226,10 @@ func rateSpread(t *testing.T, h history.History, runs []noiseRun, cost TaskCost)
 	for _, r := range runs {
 		byID[r.id] = r
 	}
-	i := slices.IndexFunc(h.Tasks, func(e history.TaskEntry) bool { return e.Name == "burn a fixed amount of cpu" })
-	if i < 0 {
-		t.Fatalf("history: no CPU task in %+v", h.Tasks)
-	}
+	burn := burnTask(t, h)
 	rates = map[string]float64{}
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, tr := range h.Tasks[i].Runs {
+	for _, tr := range burn.Runs {
 		r, ok := byID[tr.JobID]
 		if !ok || r.hog {
 			continue
@@ -241,12 +239,22 @@ func rateSpread(t *testing.T, h history.History, runs []noiseRun, cost TaskCost)
 		lo, hi = min(lo, v), max(hi, v)
 	}
 	if len(rates) == 0 {
-		t.Fatalf("history: no run without hogs in the CPU task's runs %+v", h.Tasks[i].Runs)
+		t.Fatalf("history: no run without hogs in the CPU task's runs %+v", burn.Runs)
 	}
 	if lo <= 0 {
 		return math.Inf(1), lo, rates
 	}
 	return hi / lo, lo, rates
+}
+
+// burnTask returns the CPU task's entry of h.
+func burnTask(t *testing.T, h history.History) history.TaskEntry {
+	t.Helper()
+	i := slices.IndexFunc(h.Tasks, func(e history.TaskEntry) bool { return e.Name == "burn a fixed amount of cpu" })
+	if i < 0 {
+		t.Fatalf("history: no CPU task in %+v", h.Tasks)
+	}
+	return h.Tasks[i]
 }
 
 // judgeNoise checks the runs of one attempt of TestPressureNoise: the
@@ -264,7 +272,7 @@ func judgeNoise(t *testing.T, withRule, without history.History, runs []noiseRun
 		hogged[r.id] = r.hog
 	}
 	changed := runs[len(runs)-1] // the run with more work
-	burn := withRule.Tasks[slices.IndexFunc(withRule.Tasks, func(e history.TaskEntry) bool { return e.Name == "burn a fixed amount of cpu" })]
+	burn := burnTask(t, withRule)
 
 	// The stall each run's CPU task waited, against the runs without hogs.
 	var quiet []float64
